@@ -1,0 +1,40 @@
+# Set-up is idempotent: a stamp file records that .venv matches pyproject.toml.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint typecheck unit bench soak clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ "$$(id -u)" = "0" ] && ! command -v kcat >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; fi
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,spark]'
+	@touch $(STAMP)
+
+run: install
+	$(VENV)/bin/tierlog serve
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+unit: install
+	$(VENV)/bin/pytest -q
+
+test: lint typecheck unit
+
+bench: install
+	$(PY) bench/run_all.py
+
+soak: install
+	TIERLOG_SOAK=1 $(VENV)/bin/pytest -q tests/reliability
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""tierlog: a Kafka-compatible log server with tiered storage."""
