@@ -1,0 +1,72 @@
+"""Resolve a configured plugin class name to a configured instance.
+
+Kept in the API package so the broker never imports a concrete plugin: the class is named
+by a short alias (mapped by the caller) or by ``package.module:Class``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Protocol, TypeVar
+
+RSM_PROPS_PREFIX = "rsm.config."
+RLMM_PROPS_PREFIX = "rlmm.config."
+RSM_CLASS_KEY = "remote.log.storage.manager.class.name"
+RLMM_CLASS_KEY = "remote.log.metadata.manager.class.name"
+
+_KEY_FOR_PREFIX = {RSM_PROPS_PREFIX: RSM_CLASS_KEY, RLMM_PROPS_PREFIX: RLMM_CLASS_KEY}
+
+
+class Configurable(Protocol):
+    def configure(self, props: Mapping[str, str]) -> None: ...
+
+
+T = TypeVar("T", bound=Configurable)
+
+
+class PluginLoadError(ValueError):
+    """The configured plugin class cannot be used; the message names the config key."""
+
+
+def plugin_props(props: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """The properties starting with ``prefix``, with the prefix stripped."""
+    return {k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix)}
+
+
+def load_plugin(
+    name_or_path: str,
+    base: type[T],
+    aliases: Mapping[str, str],
+    props: Mapping[str, str],
+    prefix: str,
+    *,
+    config_key: str | None = None,
+) -> T:
+    """Instantiate the plugin (no-argument constructor) and ``configure`` it with the
+    ``prefix`` properties, prefix stripped.
+
+    ``config_key`` is only used in error messages; by default it is derived from ``prefix``.
+    """
+    key = config_key or _KEY_FOR_PREFIX.get(prefix, prefix + "class.name")
+    target = aliases.get(name_or_path, name_or_path)
+    module_name, sep, class_name = target.partition(":")
+    if not sep or not module_name or not class_name:
+        known = ", ".join(sorted(aliases)) or "none"
+        raise PluginLoadError(
+            f"{key}={name_or_path!r} is neither a known alias ({known}) nor 'module:Class'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise PluginLoadError(f"{key}={name_or_path!r}: cannot import {module_name!r}: {e}") from e
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise PluginLoadError(f"{key}={name_or_path!r}: {module_name} has no class {class_name!r}")
+    if not issubclass(cls, base):
+        raise PluginLoadError(
+            f"{key}={name_or_path!r}: {target} is not a subclass of {base.__name__}"
+        )
+    instance: T = cls()
+    instance.configure(plugin_props(props, prefix))
+    return instance
