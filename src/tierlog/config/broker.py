@@ -1,0 +1,300 @@
+"""The typed broker configuration, built from server.properties plus ``--override`` values.
+
+Every key is checked at startup: an unknown key or an invalid value stops the broker with an
+error naming the key, because a typo silently falling back to a default is how retention
+settings get lost in production. Keys under the RSM/RLMM prefixes are passed through
+(stripped) to the plugins instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS, RLMM_PREFIX_KEY, RSM_PREFIX_KEY
+from tierlog.config.definitions import ConfigError, ConfigKey
+from tierlog.config.properties import read_properties
+
+_UNIT_MS = {
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+    "log.retention.hours": 3_600_000,
+    "log.retention.minutes": 60_000,
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+def parse_listener(key: str, uri: str) -> Endpoint:
+    if "://" not in uri:
+        raise ConfigError(key, f"{uri!r} is not of the form NAME://host:port")
+    name, rest = uri.split("://", 1)
+    if not name:
+        raise ConfigError(key, f"{uri!r} has an empty listener name")
+    try:
+        parts = urlsplit("//" + rest)
+        port = parts.port
+    except ValueError as e:
+        raise ConfigError(key, f"{uri!r}: {e}") from None
+    if port is None:
+        raise ConfigError(key, f"{uri!r} has no port")
+    return Endpoint(name.upper(), parts.hostname or "", port)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Effective broker settings. ``values`` holds every broker key (explicit or default)."""
+
+    values: Mapping[str, Any]
+    explicit: frozenset[str]
+    rsm_config: Mapping[str, str] = field(default_factory=dict)
+    rlmm_config: Mapping[str, str] = field(default_factory=dict)
+
+    # ---- typed accessors -------------------------------------------------------------
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return [parse_listener("listeners", u) for u in self.values["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        adv = self.values["advertised.listeners"]
+        if not adv:
+            return self.listeners
+        return [parse_listener("advertised.listeners", u) for u in adv]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"]
+        if dirs:
+            return [Path(d) for d in dirs]
+        return [Path(self.values["log.dir"])]
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return int(self.values["socket.request.max.bytes"])
+
+    @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        url = self.values["metrics.listener"]
+        if not url:
+            return None
+        parts = urlsplit(url)
+        return parts.hostname or "127.0.0.1", parts.port or 9404
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self.values["auto.create.topics.enable"])
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.values["num.partitions"])
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.values["default.replication.factor"])
+
+    @property
+    def retention_check_interval_ms(self) -> int:
+        return int(self.values["log.retention.check.interval.ms"])
+
+    @property
+    def checkpoint_interval_ms(self) -> int:
+        return int(self.values["log.flush.offset.checkpoint.interval.ms"])
+
+    @property
+    def remote_storage_system_enabled(self) -> bool:
+        return bool(self.values["remote.log.storage.system.enable"])
+
+    @property
+    def offsets_topic_num_partitions(self) -> int:
+        return int(self.values["offsets.topic.num.partitions"])
+
+    @property
+    def group_initial_rebalance_delay_ms(self) -> int:
+        return int(self.values["group.initial.rebalance.delay.ms"])
+
+    @property
+    def group_min_session_timeout_ms(self) -> int:
+        return int(self.values["group.min.session.timeout.ms"])
+
+    @property
+    def group_max_session_timeout_ms(self) -> int:
+        return int(self.values["group.max.session.timeout.ms"])
+
+    def resolve_synonym(self, synonyms: tuple[str, ...]) -> tuple[str, Any] | None:
+        """The first broker synonym with a value, converted to the topic key's unit (ms)."""
+        for key in synonyms:
+            value = self.values.get(key)
+            if value is None:
+                continue
+            unit = _UNIT_MS.get(key)
+            return key, (value * unit if unit and value >= 0 else value)
+        return None
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
+        raw = {k: v for k, v in self._raw_items()}
+        raw.update(overrides)
+        return load_broker_config(raw)
+
+    def _raw_items(self) -> list[tuple[str, str]]:
+        from tierlog.config.definitions import render
+
+        items: list[tuple[str, str]] = []
+        for k in self.explicit:
+            r = render(self.values[k])
+            if r is not None:
+                items.append((k, r))
+        rsm_prefix = self.values[RSM_PREFIX_KEY]
+        rlmm_prefix = self.values[RLMM_PREFIX_KEY]
+        items += [(rsm_prefix + k, v) for k, v in self.rsm_config.items()]
+        items += [(rlmm_prefix + k, v) for k, v in self.rlmm_config.items()]
+        return items
+
+
+def _check_cross_key_rules(values: dict[str, Any]) -> None:
+    retention_ms = effective_retention_ms(values)
+    local_ms = values["log.local.retention.ms"]
+    if retention_ms != -1 and local_ms != -2:
+        if local_ms == -1:
+            raise ConfigError(
+                "log.local.retention.ms",
+                f"Value must not be -1 as log.retention.ms value is set as {retention_ms}",
+            )
+        if local_ms > retention_ms:
+            raise ConfigError(
+                "log.local.retention.ms",
+                f"Value must not be more than log.retention.ms property value: {retention_ms}",
+            )
+    retention_bytes = values["log.retention.bytes"]
+    local_bytes = values["log.local.retention.bytes"]
+    if retention_bytes > -1 and local_bytes != -2:
+        if local_bytes == -1:
+            raise ConfigError(
+                "log.local.retention.bytes",
+                f"Value must not be -1 as log.retention.bytes value is set as {retention_bytes}",
+            )
+        if local_bytes > retention_bytes:
+            raise ConfigError(
+                "log.local.retention.bytes",
+                "Value must not be more than log.retention.bytes property value: "
+                f"{retention_bytes}",
+            )
+    if "compact" in values["log.cleanup.policy"]:
+        raise ConfigError(
+            "log.cleanup.policy", "compact is not supported by tierlog yet (use delete)"
+        )
+    if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
+        raise ConfigError(
+            "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
+        )
+    if values["default.replication.factor"] != 1:
+        raise ConfigError(
+            "default.replication.factor", "a single-node tierlog broker only supports 1"
+        )
+    for key in ("listeners", "advertised.listeners"):
+        for uri in values[key] or []:
+            parse_listener(key, uri)
+    if not values["listeners"]:
+        raise ConfigError("listeners", "at least one listener is required")
+    names = {parse_listener("listeners", u).listener for u in values["listeners"]}
+    rlmm_listener = values["remote.log.metadata.manager.listener.name"]
+    if rlmm_listener is not None and rlmm_listener.upper() not in names:
+        raise ConfigError(
+            "remote.log.metadata.manager.listener.name",
+            f"{rlmm_listener!r} is not one of the listeners {sorted(names)}",
+        )
+    if (
+        values["remote.log.storage.system.enable"]
+        and not values["remote.log.storage.manager.class.name"]
+    ):
+        raise ConfigError(
+            "remote.log.storage.manager.class.name",
+            "must be set when remote.log.storage.system.enable=true",
+        )
+
+
+def effective_retention_ms(values: Mapping[str, Any]) -> int:
+    for key, unit in (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ):
+        v = values.get(key)
+        if v is not None:
+            return int(v) if v < 0 else int(v) * unit
+    return 604_800_000
+
+
+def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
+    """Validate raw text key/values (file merged with overrides) into a ``BrokerConfig``."""
+    rsm_prefix = _prefix(raw, RSM_PREFIX_KEY)
+    rlmm_prefix = _prefix(raw, RLMM_PREFIX_KEY)
+    values: dict[str, Any] = {d.name: d.default for d in BROKER_KEYS.all()}
+    explicit: set[str] = set()
+    rsm: dict[str, str] = {}
+    rlmm: dict[str, str] = {}
+    for key, text in raw.items():
+        if key.startswith(rsm_prefix):
+            rsm[key[len(rsm_prefix) :]] = text
+            continue
+        if key.startswith(rlmm_prefix):
+            sub = key[len(rlmm_prefix) :]
+            known: ConfigKey | None = RLMM_KEYS.get(sub)
+            if known is not None:
+                try:
+                    known.parse(text)
+                except ConfigError as e:
+                    raise ConfigError(key, e.message) from None
+            rlmm[sub] = text
+            continue
+        definition = BROKER_KEYS.get(key)
+        if definition is None:
+            raise ConfigError(key, "unknown broker config key")
+        values[key] = definition.parse(text)
+        explicit.add(key)
+    _check_cross_key_rules(values)
+    return BrokerConfig(
+        values=values, explicit=frozenset(explicit), rsm_config=rsm, rlmm_config=rlmm
+    )
+
+
+def _prefix(raw: Mapping[str, str], key: str) -> str:
+    text = raw.get(key)
+    if text is None:
+        return str(BROKER_KEYS[key].default)
+    return str(BROKER_KEYS[key].parse(text))
+
+
+def parse_override(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError(item, "an override must be of the form key=value")
+    key, value = item.split("=", 1)
+    return key.strip(), value
+
+
+def broker_config_from_sources(
+    config_file: Path | None, overrides: list[str] | tuple[str, ...] = ()
+) -> BrokerConfig:
+    raw: dict[str, str] = read_properties(config_file) if config_file is not None else {}
+    for item in overrides:
+        key, value = parse_override(item)
+        raw[key] = value
+    return load_broker_config(raw)

@@ -1,0 +1,226 @@
+"""Topic configuration: parsing overrides, Kafka's cross-key rules, effective values, sources.
+
+A topic stores only its overrides (text, as given). Effective values are computed on demand
+from the overrides and the broker's synonyms, so changing a broker default changes every
+topic that did not override it, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.config.broker import BrokerConfig
+from tierlog.config.broker_keys import BROKER_KEYS
+from tierlog.config.definitions import ConfigError, render
+from tierlog.config.topic_keys import TOPIC_KEYS
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs ``config_source`` wire values (KIP-226)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    sensitive: bool
+    read_only: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    doc: str
+    type_name: str
+
+
+def parse_topic_overrides(raw: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parse text overrides; unknown keys and invalid values raise ``ConfigError``."""
+    parsed: dict[str, Any] = {}
+    for key, text in raw.items():
+        definition = TOPIC_KEYS.get(key)
+        if definition is None:
+            raise ConfigError(key, "unknown topic config key")
+        if text is None:
+            continue
+        parsed[key] = definition.parse(text)
+    return parsed
+
+
+def broker_default(key: str, broker: BrokerConfig) -> tuple[Any, ConfigSource, str | None]:
+    """The value a topic gets for ``key`` without an override, and where it comes from."""
+    definition = TOPIC_KEYS[key]
+    found = broker.resolve_synonym(definition.synonyms)
+    if found is None:
+        return definition.default, ConfigSource.DEFAULT_CONFIG, None
+    syn_key, value = found
+    source = (
+        ConfigSource.STATIC_BROKER_CONFIG
+        if syn_key in broker.explicit
+        else ConfigSource.DEFAULT_CONFIG
+    )
+    return value, source, syn_key
+
+
+def effective_topic_config(overrides: Mapping[str, Any], broker: BrokerConfig) -> dict[str, Any]:
+    """Every topic key's value for a topic with these (parsed) overrides."""
+    out: dict[str, Any] = {}
+    for definition in TOPIC_KEYS.all():
+        if definition.name in overrides:
+            out[definition.name] = overrides[definition.name]
+        else:
+            out[definition.name] = broker_default(definition.name, broker)[0]
+    return out
+
+
+def validate_topic_config(
+    overrides: Mapping[str, Any],
+    broker: BrokerConfig,
+    previous: Mapping[str, Any] | None = None,
+    *,
+    internal: bool = False,
+) -> None:
+    """Kafka's cross-key rules on the effective config (spec/kafka-tiered-storage.md §5.8).
+
+    ``previous`` holds the effective config before an alteration; it is needed for the rule
+    that turning tiering off requires ``remote.log.delete.on.disable=true``.
+    """
+    eff = effective_topic_config(overrides, broker)
+    if "compact" in eff["cleanup.policy"]:
+        raise ConfigError(
+            "cleanup.policy",
+            "compact is not supported by tierlog yet; only cleanup.policy=delete is accepted",
+        )
+    remote = bool(eff["remote.storage.enable"]) and not internal
+    if remote and not broker.remote_storage_system_enabled:
+        raise ConfigError(
+            "remote.storage.enable",
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+            "with remote log storage (set remote.log.storage.system.enable=true).",
+        )
+    retention_ms = eff["retention.ms"]
+    local_ms = eff["local.retention.ms"]
+    retention_bytes = eff["retention.bytes"]
+    local_bytes = eff["local.retention.bytes"]
+    if retention_ms != -1 and local_ms != -2:
+        if local_ms == -1:
+            raise ConfigError(
+                "local.retention.ms",
+                f"Value must not be -1 as retention.ms value is set as {retention_ms}",
+            )
+        if local_ms > retention_ms:
+            raise ConfigError(
+                "local.retention.ms",
+                f"Value must not be more than retention.ms property value: {retention_ms}",
+            )
+    if retention_bytes > -1 and local_bytes != -2:
+        if local_bytes == -1:
+            raise ConfigError(
+                "local.retention.bytes",
+                f"Value must not be -1 as retention.bytes value is set as {retention_bytes}",
+            )
+        if local_bytes > retention_bytes:
+            raise ConfigError(
+                "local.retention.bytes",
+                f"Value must not be more than retention.bytes property value: {retention_bytes}",
+            )
+    if eff["remote.log.copy.disable"]:
+        for local_key, total_key in (
+            ("local.retention.ms", "retention.ms"),
+            ("local.retention.bytes", "retention.bytes"),
+        ):
+            if eff[local_key] not in (-2, eff[total_key]):
+                raise ConfigError(
+                    local_key,
+                    "When remote.log.copy.disable is set to true, the local.retention.ms and "
+                    "local.retention.bytes must be set to -2 or equal to retention.ms and "
+                    "retention.bytes",
+                )
+    if (
+        previous is not None
+        and previous.get("remote.storage.enable")
+        and not eff["remote.storage.enable"]
+        and not eff["remote.log.delete.on.disable"]
+    ):
+        raise ConfigError(
+            "remote.storage.enable",
+            "It is invalid to disable remote storage without deleting remote data. If you want "
+            "to keep the remote data and turn to read only, please set "
+            "remote.storage.enable=true,remote.log.copy.disable=true. If you want to disable "
+            "remote storage and delete all remote data, please set "
+            "remote.storage.enable=false,remote.log.delete.on.disable=true.",
+        )
+
+
+def describe_topic_config(
+    overrides: Mapping[str, Any],
+    broker: BrokerConfig,
+    *,
+    include_synonyms: bool = False,
+    only: set[str] | None = None,
+) -> list[ConfigEntry]:
+    """DescribeConfigs entries for one topic, with Kafka's source reporting."""
+    entries: list[ConfigEntry] = []
+    for definition in TOPIC_KEYS.all():
+        name = definition.name
+        if only is not None and name not in only:
+            continue
+        syns: list[ConfigSynonym] = []
+        if name in overrides:
+            syns.append(
+                ConfigSynonym(name, render(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            )
+        for syn_key in definition.synonyms:
+            if syn_key in broker.explicit and broker.values.get(syn_key) is not None:
+                syns.append(
+                    ConfigSynonym(
+                        syn_key,
+                        render(broker.values[syn_key]),
+                        ConfigSource.STATIC_BROKER_CONFIG,
+                    )
+                )
+        syns.append(_default_synonym(name))
+        value, source, _ = broker_default(name, broker)
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=render(value),
+                source=source,
+                sensitive=definition.sensitive,
+                read_only=False,
+                synonyms=tuple(syns) if include_synonyms else (),
+                doc=definition.doc,
+                type_name=definition.type.value,
+            )
+        )
+    return entries
+
+
+def _default_synonym(name: str) -> ConfigSynonym:
+    definition = TOPIC_KEYS[name]
+    for syn_key in definition.synonyms:
+        default = BROKER_KEYS[syn_key].default
+        if default is not None:
+            return ConfigSynonym(syn_key, render(default), ConfigSource.DEFAULT_CONFIG)
+    return ConfigSynonym(name, render(definition.default), ConfigSource.DEFAULT_CONFIG)
+
+
+def render_overrides(overrides: Mapping[str, Any]) -> dict[str, str]:
+    """Parsed overrides back to text, for persistence."""
+    return {k: r for k, v in overrides.items() if (r := render(v)) is not None}
