@@ -1,0 +1,72 @@
+"""Object naming: where the three objects of a segment live in the bucket.
+
+``<prefix>[<hash>/]<topic>-<topicId>/<partition>/<20-digit start offset>-<segment id>.<suffix>``
+
+Ids are rendered like Kafka's ``Uuid.toString()`` (22-char URL-safe base64) so keys match
+the Aiven layout and stay short. The optional hash directory is derived from the partition
+directory, so all objects of a partition stay under one listable prefix while different
+partitions spread over the store's key space (S3 scales request rates per prefix).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+import zlib
+from dataclasses import dataclass
+
+from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+
+LOG_SUFFIX = ".log"
+INDEXES_SUFFIX = ".indexes"
+MANIFEST_SUFFIX = ".rsm-manifest"
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def partition_dir(tip: TopicIdPartition) -> str:
+    return f"{tip.topic}-{kafka_uuid(tip.topic_id)}/{tip.partition}/"
+
+
+def hash_dir(partition_directory: str, mask: int) -> str:
+    """The hash directory for a partition ("" when the mask is 0)."""
+    if mask == 0:
+        return ""
+    width = (mask.bit_length() + 3) // 4
+    value = zlib.crc32(partition_directory.encode()) & mask
+    return f"{value:0{width}x}/"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentKeys:
+    """The object keys of one segment; ``base`` has no suffix."""
+
+    base: str
+
+    @property
+    def log(self) -> str:
+        return self.base + LOG_SUFFIX
+
+    @property
+    def indexes(self) -> str:
+        return self.base + INDEXES_SUFFIX
+
+    @property
+    def manifest(self) -> str:
+        return self.base + MANIFEST_SUFFIX
+
+    def all(self) -> list[str]:
+        return [self.log, self.indexes, self.manifest]
+
+
+def segment_keys(prefix: str, mask: int, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
+    segment_id = metadata.remote_log_segment_id
+    pdir = partition_dir(segment_id.topic_id_partition)
+    name = f"{metadata.start_offset:020d}-{kafka_uuid(segment_id.id)}"
+    return SegmentKeys(f"{prefix}{hash_dir(pdir, mask)}{pdir}{name}")
