@@ -1,0 +1,134 @@
+"""Small text files the log keeps beside its segments, written crash-safely.
+
+Every file goes temp -> fsync -> rename -> fsync(dir), so a crash leaves either the old or the
+new content, never a torn mix. Readers treat a malformed file like a missing one and log a
+warning: a checkpoint only saves recovery work, so losing it must never stop the broker.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from tierlog.log.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_VERSION = 0
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Kafka's ``OffsetCheckpointFile``: "0\\n<n>\\n<topic> <partition> <offset>\\n"..."""
+    lines = [str(_VERSION), str(len(offsets))]
+    lines += [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    try:
+        lines = text.splitlines()
+        if int(lines[0]) != _VERSION:
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        body = lines[2 : 2 + count]
+        if len(body) != count:
+            raise ValueError(f"expected {count} entries, found {len(body)}")
+        out: dict[TopicPartition, int] = {}
+        for line in body:
+            topic, part, off = line.split(" ")
+            out[TopicPartition(topic, int(part))] = int(off)
+        return out
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring malformed checkpoint %s: %s", path, exc)
+        return {}
+
+
+def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
+    """``leader-epoch-checkpoint``: "0\\n<n>\\n<epoch> <start offset>\\n"..."""
+    lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    try:
+        lines = text.splitlines()
+        if int(lines[0]) != _VERSION:
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        body = lines[2 : 2 + count]
+        if len(body) != count:
+            raise ValueError(f"expected {count} entries, found {len(body)}")
+        out = []
+        for line in body:
+            epoch, off = line.split(" ")
+            out.append((int(epoch), int(off)))
+        return out
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring malformed leader-epoch checkpoint %s: %s", path, exc)
+        return []
+
+
+def topic_id_to_base64(topic_id: uuid.UUID) -> str:
+    """Kafka prints topic ids as URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_base64(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+    atomic_write(path, f"version: 0\ntopic_id: {topic_id_to_base64(topic_id)}".encode())
+
+
+def read_partition_metadata(path: Path) -> uuid.UUID | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    try:
+        if fields.get("version") != "0":
+            raise ValueError(f"unknown version {fields.get('version')!r}")
+        return topic_id_from_base64(fields["topic_id"])
+    except (KeyError, ValueError) as exc:
+        log.warning("ignoring malformed %s: %s", path, exc)
+        return None

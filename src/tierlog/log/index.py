@@ -1,0 +1,239 @@
+"""Offset and time indexes in Kafka's byte format.
+
+* ``.index``: 8-byte entries, relative offset u32 + file position u32.
+* ``.timeindex``: 12-byte entries, timestamp i64 + relative offset u32.
+
+Both are sparse (one entry per ``index.interval.bytes`` of log), preallocated to
+``segment.index.bytes`` while the segment is active and trimmed to their entries when it is
+sealed, as Kafka does. Files are memory-mapped: appends are a ``pack_into`` and lookups a
+binary search without reading the file into Python objects.
+
+Fullness follows Kafka exactly because it decides when segments roll: the offset index is full
+at ``maxEntries``, the time index one entry earlier, because its last slot is kept for the
+entry written when the segment is sealed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+_U32 = struct.Struct(">I")
+
+
+class CorruptIndexError(Exception):
+    """The index file is inconsistent with its segment; the caller rebuilds it."""
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _MappedIndex:
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        length = os.fstat(self._fd).st_size
+        self._entries = length // self.entry_size
+        self._mmap: mmap.mmap | None = None
+        self._max_entries = self._entries
+        self.writable = False
+        if writable:
+            self.make_writable(max_index_size)
+        else:
+            self._remap(self._entries * self.entry_size)
+
+    # -- file management --------------------------------------------------------------
+
+    def _remap(self, length: int) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        os.ftruncate(self._fd, length)
+        if length > 0:
+            self._mmap = mmap.mmap(self._fd, length)
+        self._max_entries = length // self.entry_size
+
+    def make_writable(self, max_index_size: int) -> None:
+        """Preallocate to ``max_index_size`` (rounded down to whole entries)."""
+        size = max(max_index_size // self.entry_size, self._entries) * self.entry_size
+        self._remap(size)
+        self.writable = True
+
+    def trim(self) -> None:
+        """Shrink the file to its entries: sealed segments keep no slack."""
+        self._remap(self._entries * self.entry_size)
+        self.writable = False
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self._entries = 0
+        if self._mmap is not None:
+            self._mmap[:] = bytes(len(self._mmap))
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def _relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0xFFFFFFFF:
+            raise ValueError(f"offset {offset} not relative to base {self.base_offset}")
+        return rel
+
+    def _mm(self) -> mmap.mmap:
+        assert self._mmap is not None
+        return self._mmap
+
+
+class OffsetIndex(_MappedIndex):
+    entry_size = 8
+
+    def entry(self, n: int) -> OffsetPosition:
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._mm(), n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def last_entry(self) -> OffsetPosition:
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.is_full():
+            raise ValueError(f"offset index {self.path} is full")
+        if self._entries and offset <= self.last_entry().offset:
+            raise ValueError(f"offset {offset} not above last indexed {self.last_entry()}")
+        _OFFSET_ENTRY.pack_into(self._mm(), self._entries * 8, self._relative(offset), position)
+        self._entries += 1
+
+    def lookup(self, offset: int) -> OffsetPosition:
+        """Floor entry for ``offset``, or (base offset, 0) when none is smaller."""
+        mm = self._mmap
+        lo, hi = 0, self._entries - 1
+        target = offset - self.base_offset
+        found = -1
+        while mm is not None and lo <= hi:
+            mid = (lo + hi) >> 1
+            (rel,) = _U32.unpack_from(mm, mid * 8)
+            if rel <= target:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        if found < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(found)
+
+    def truncate_to(self, offset: int) -> None:
+        """Keep only entries below ``offset`` (the log was truncated there)."""
+        n = self._entries
+        while n > 0 and self.entry(n - 1).offset >= offset:
+            n -= 1
+        self._entries = n
+
+    def sanity_check(self, log_size: int) -> None:
+        """Kafka's cheap check (length and last entry), run when a segment is opened."""
+        length = os.fstat(self._fd).st_size
+        if length % self.entry_size:
+            raise CorruptIndexError(f"{self.path}: size {length} not a multiple of 8")
+        if self._entries:
+            first, last = self.entry(0), self.last_entry()
+            if last.offset < first.offset or last.position > log_size:
+                raise CorruptIndexError(f"{self.path}: last entry {last} inconsistent")
+
+
+class TimeIndex(_MappedIndex):
+    entry_size = 12
+
+    def entry(self, n: int) -> TimestampOffset:
+        ts, rel = _TIME_ENTRY.unpack_from(self._mm(), n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def last_entry(self) -> TimestampOffset:
+        if self._entries == 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(self._entries - 1)
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append only if ``timestamp`` is above the last entry's, as Kafka does."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"time index {self.path} is full")
+        last = self.last_entry()
+        if timestamp <= last.timestamp:
+            return
+        if self._entries >= self._max_entries:
+            return
+        _TIME_ENTRY.pack_into(self._mm(), self._entries * 12, timestamp, self._relative(offset))
+        self._entries += 1
+
+    def lookup(self, timestamp: int) -> TimestampOffset:
+        """Last entry with timestamp <= ``timestamp``, or (-1, base offset)."""
+        lo, hi = 0, self._entries - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            if self.entry(mid).timestamp <= timestamp:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        if found < 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(found)
+
+    def truncate_to(self, offset: int) -> None:
+        n = self._entries
+        while n > 0 and self.entry(n - 1).offset >= offset:
+            n -= 1
+        self._entries = n
+
+    def sanity_check(self, log_end_offset: int) -> None:
+        length = os.fstat(self._fd).st_size
+        if length % self.entry_size:
+            raise CorruptIndexError(f"{self.path}: size {length} not a multiple of 12")
+        if self._entries:
+            first, last = self.entry(0), self.last_entry()
+            if last.timestamp < first.timestamp or last.offset < first.offset:
+                raise CorruptIndexError(f"{self.path}: last entry {last} before first {first}")
+            if last.offset > log_end_offset:
+                raise CorruptIndexError(f"{self.path}: last entry {last} beyond log end")

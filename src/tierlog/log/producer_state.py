@@ -1,0 +1,301 @@
+"""Idempotent-producer state per partition and its ``<offset>.snapshot`` files.
+
+Kafka's rules (ProducerStateManager / ProducerAppendInfo), reproduced because clients rely on
+them for exactly-once delivery:
+
+* The last five batches of each producer are remembered; a batch whose epoch and sequence
+  range match one of them is a duplicate and is answered with the original offsets.
+* A lower epoch than the producer's current one is fenced (INVALID_PRODUCER_EPOCH).
+* In the same epoch the first sequence must follow the last one (wrapping at int32 max);
+  a new epoch must start at sequence 0; an unknown producer may start anywhere.
+
+Snapshots use Kafka's version-1 layout: version i16, CRC32C u32 over everything after the
+CRC, then an int32-counted array of 46-byte entries (producer id i64, epoch i16, last sequence
+i32, last offset i64, offset delta i32, timestamp i64, coordinator epoch i32, current
+transaction first offset i64). Only the last batch per producer is stored, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from tierlog.log.checkpoint import atomic_write
+from tierlog.log.names import SNAPSHOT_SUFFIX, offset_file_name, offset_from_file_name
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import NO_SEQUENCE, BatchHeader, increment_sequence
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOT_VERSION = 1
+_MAX_INT32 = 2**31 - 1
+_HEAD = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class ProducerStateError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
+    )
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        first, last = header.base_sequence, header.last_sequence
+        for meta in self.batches:
+            if meta.first_seq == first and meta.last_seq == last:
+                return meta
+        return None
+
+    def clone(self) -> ProducerEntry:
+        return ProducerEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
+            self.last_timestamp,
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _MAX_INT32)
+
+
+class ProducerStateManager:
+    """State of every idempotent producer writing to one partition."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.producers: dict[int, ProducerEntry] = {}
+        self.last_map_offset = 0
+        """Next offset whose batch is not yet reflected in ``producers``."""
+
+    # -- validation and update --------------------------------------------------------
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        entry = self.producers.get(header.producer_id)
+        return None if entry is None else entry.find_duplicate(header)
+
+    def check_and_stage(
+        self, header: BatchHeader, staged: dict[int, ProducerEntry]
+    ) -> ProducerEntry:
+        """Validate one client batch against current (or already staged) state.
+
+        Returns the entry to update; nothing is changed until ``commit`` so a rejected append
+        leaves the state untouched.
+        """
+        pid = header.producer_id
+        current = self.producers.get(pid)
+        entry = staged.get(pid)
+        if entry is None:
+            entry = current.clone() if current is not None else ProducerEntry(pid, -1)
+            staged[pid] = entry
+        epoch = header.producer_epoch
+        if epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"epoch {epoch} of producer {pid} is older than {entry.producer_epoch}",
+            )
+        first_seq = header.base_sequence
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != -1:
+                raise ProducerStateError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new epoch {epoch} of producer {pid} must start at sequence 0, "
+                    f"got {first_seq}",
+                )
+        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
+            raise ProducerStateError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
+                f"{entry.last_seq}",
+            )
+        return entry
+
+    @staticmethod
+    def stage_batch(entry: ProducerEntry, header: BatchHeader, last_offset: int, ts: int) -> None:
+        if header.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence,
+                    increment_sequence(header.base_sequence, header.last_offset_delta),
+                    last_offset,
+                    header.last_offset_delta,
+                    ts,
+                )
+            )
+        entry.last_timestamp = ts
+
+    def commit(self, staged: dict[int, ProducerEntry], next_offset: int) -> None:
+        self.producers.update(staged)
+        self.last_map_offset = next_offset
+
+    def replay(self, header: BatchHeader) -> None:
+        """Rebuild state from a batch already in the log (recovery); no validation."""
+        if header.producer_id >= 0 and not header.is_control:
+            entry = self.producers.get(header.producer_id)
+            if entry is None:
+                entry = ProducerEntry(header.producer_id, header.producer_epoch)
+                self.producers[header.producer_id] = entry
+            self.stage_batch(entry, header, header.last_offset, header.max_timestamp)
+        self.last_map_offset = header.next_offset
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Forget producers whose last write is below the new log start (Kafka truncateHead)."""
+        stale = [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]
+        for pid in stale:
+            del self.producers[pid]
+        self.last_map_offset = max(self.last_map_offset, log_start_offset)
+
+    def clear(self, offset: int) -> None:
+        self.producers.clear()
+        self.last_map_offset = offset
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.log_dir / offset_file_name(offset, SNAPSHOT_SUFFIX)
+
+    def take_snapshot(self) -> Path:
+        """Write the state as of ``last_map_offset`` (done at roll and shutdown)."""
+        path = self.snapshot_path(self.last_map_offset)
+        atomic_write(path, encode_snapshot(self.producers.values()))
+        return path
+
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(offset_from_file_name(p) for p in self.log_dir.glob("*" + SNAPSHOT_SUFFIX))
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
+
+        Snapshots above ``max_offset`` describe data the log no longer has and are deleted;
+        corrupt ones are deleted too and the next older one is tried.
+        """
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(offset)
+            if offset > max_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                entries = decode_snapshot(path.read_bytes())
+            except (ValueError, struct.error) as exc:
+                log.warning("deleting corrupt producer snapshot %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            self.producers = {e.producer_id: e for e in entries}
+            self.last_map_offset = offset
+            return offset
+        self.producers = {}
+        return None
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off < offset:
+                self.snapshot_path(off).unlink(missing_ok=True)
+
+    def delete_snapshot(self, offset: int) -> None:
+        self.snapshot_path(offset).unlink(missing_ok=True)
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self.snapshot_path(off).unlink(missing_ok=True)
+
+
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    items = sorted(entries, key=lambda e: e.producer_id)
+    body = bytearray(_COUNT.pack(len(items)))
+    for e in items:
+        last = e.batches[-1] if e.batches else None
+        body += _ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            last.last_seq if last else NO_SEQUENCE,
+            last.last_offset if last else -1,
+            last.offset_delta if last else 0,
+            last.timestamp if last else e.last_timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
+    return _HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerEntry]:
+    version, crc = _HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(f"unknown snapshot version {version}")
+    body = memoryview(data)[_HEAD.size :]
+    if crc32c.crc32c(body) != crc:
+        raise ValueError("snapshot CRC mismatch")
+    (count,) = _COUNT.unpack_from(body, 0)
+    if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
+        raise ValueError(f"snapshot length {len(body)} does not hold {count} entries")
+    out = []
+    for i in range(count):
+        pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first = _ENTRY.unpack_from(
+            body, _COUNT.size + i * _ENTRY.size
+        )
+        entry = ProducerEntry(pid, epoch, coordinator_epoch=coord)
+        entry.current_txn_first_offset = txn_first
+        entry.last_timestamp = ts
+        if last_offset >= 0:
+            first_seq = (
+                last_seq - delta if last_seq >= delta else _MAX_INT32 - (delta - last_seq) + 1
+            )
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
+        out.append(entry)
+    return out
