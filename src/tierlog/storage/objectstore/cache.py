@@ -1,0 +1,399 @@
+"""Byte-bounded caches with single-flight loading, frequency-aware eviction and a TTL.
+
+Rules (all caches: chunks in memory or on disk, manifests, indexes):
+
+* A key is loaded at most once at a time: concurrent readers of a key being loaded wait for
+  that load (single-flight), so each chunk costs one GET however many readers want it.
+* A failed load is never cached: its waiters get the error, the next reader loads again
+  (Aiven #760 cached failed futures).
+* Eviction is a segmented LRU by weight: new entries enter a probation segment; a second
+  read promotes them to a protected segment (80% of the capacity). A sequential scan of
+  cold data therefore only churns probation and does not flush the hot set. Prefetched
+  entries enter probation unread, so prefetching alone never promotes anything.
+* Entries expire a fixed time after their last access (checked lazily at the cold ends).
+* The disk store writes a temp file and renames it into place, and wipes its directory on
+  start (entries are not trusted across restarts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from tierlog.storage.objectstore import metrics
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+H = TypeVar("H")
+
+
+@dataclass(slots=True)
+class _Entry(Generic[H]):
+    handle: H
+    weight: int
+    last_access: float
+    reads: int
+    prefetched: bool
+    protected: bool = False
+
+
+class SlruPolicy(Generic[K, H]):
+    """Bookkeeping of which keys are resident; not thread-safe (the cache locks it)."""
+
+    def __init__(self, capacity: int, ttl_seconds: float, protected_fraction: float = 0.8):
+        self.capacity = capacity
+        self.ttl = ttl_seconds
+        self.protected_capacity = int(capacity * protected_fraction)
+        self._probation: OrderedDict[K, _Entry[H]] = OrderedDict()
+        self._protected: OrderedDict[K, _Entry[H]] = OrderedDict()
+        self.weight = 0
+        self._protected_weight = 0
+
+    def __len__(self) -> int:
+        return len(self._probation) + len(self._protected)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._probation or key in self._protected
+
+    def lookup(self, key: K, now: float) -> _Entry[H] | None:
+        """The entry if resident and fresh, recording the access; None otherwise."""
+        entry = self._probation.get(key) or self._protected.get(key)
+        if entry is None:
+            return None
+        if now - entry.last_access > self.ttl:
+            return None
+        entry.last_access = now
+        entry.reads += 1
+        if entry.protected:
+            self._protected.move_to_end(key)
+        elif entry.reads >= 2:
+            del self._probation[key]
+            entry.protected = True
+            self._protected[key] = entry
+            self._protected_weight += entry.weight
+            self._demote_overflow()
+        else:
+            self._probation.move_to_end(key)
+        return entry
+
+    def add(
+        self, key: K, handle: H, weight: int, now: float, *, prefetched: bool
+    ) -> list[tuple[K, H, str]]:
+        """Insert; returns evicted (key, handle, cause). An entry heavier than the whole
+        capacity is returned as evicted at once (never admitted)."""
+        evicted: list[tuple[K, H, str]] = []
+        old = self.remove(key)
+        if old is not None:
+            evicted.append((key, old.handle, "replaced"))
+        if weight > self.capacity:
+            evicted.append((key, handle, "size"))
+            return evicted
+        self._probation[key] = _Entry(handle, weight, now, 0 if prefetched else 1, prefetched)
+        self.weight += weight
+        evicted.extend(self.expire(now))
+        while self.weight > self.capacity:
+            source = self._probation if self._probation else self._protected
+            victim_key, victim = next(iter(source.items()))
+            self._discard(victim_key, victim)
+            evicted.append((victim_key, victim.handle, "size"))
+        return evicted
+
+    def remove(self, key: K) -> _Entry[H] | None:
+        entry = self._probation.get(key) or self._protected.get(key)
+        if entry is not None:
+            self._discard(key, entry)
+        return entry
+
+    def expire(self, now: float) -> list[tuple[K, H, str]]:
+        expired: list[tuple[K, H, str]] = []
+        for segment in (self._probation, self._protected):
+            while segment:
+                key, entry = next(iter(segment.items()))
+                if now - entry.last_access <= self.ttl:
+                    break
+                self._discard(key, entry)
+                expired.append((key, entry.handle, "expired"))
+        return expired
+
+    def clear(self) -> list[tuple[K, H, str]]:
+        dropped = [(k, e.handle, "invalidated") for k, e in self._probation.items()]
+        dropped += [(k, e.handle, "invalidated") for k, e in self._protected.items()]
+        self._probation.clear()
+        self._protected.clear()
+        self.weight = self._protected_weight = 0
+        return dropped
+
+    def _discard(self, key: K, entry: _Entry[H]) -> None:
+        if entry.protected:
+            del self._protected[key]
+            self._protected_weight -= entry.weight
+        else:
+            del self._probation[key]
+        self.weight -= entry.weight
+
+    def _demote_overflow(self) -> None:
+        while self._protected_weight > self.protected_capacity and self._protected:
+            key, entry = self._protected.popitem(last=False)
+            self._protected_weight -= entry.weight
+            entry.protected = False
+            self._probation[key] = entry
+
+
+class _Store(ABC, Generic[K, V, H]):
+    """Where cached values live; handles are what the policy keeps per key."""
+
+    @abstractmethod
+    def persist(self, key: K, value: V) -> H: ...
+
+    @abstractmethod
+    def materialise(self, handle: H) -> V | None:
+        """The value, or None if it vanished (a disk file evicted meanwhile)."""
+
+    @abstractmethod
+    def discard(self, handle: H) -> None: ...
+
+
+class _MemoryStore(_Store[K, V, V]):
+    def persist(self, key: K, value: V) -> V:
+        return value
+
+    def materialise(self, handle: V) -> V | None:
+        return handle
+
+    def discard(self, handle: V) -> None:
+        pass
+
+
+class _DiskStore(_Store[K, bytes, Path]):
+    def __init__(self, directory: Path, name_of: Callable[[K], str]) -> None:
+        self._dir = directory
+        self._name_of = name_of
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+
+    def persist(self, key: K, value: bytes) -> Path:
+        with self._seq_lock:
+            self._seq += 1
+            seq = self._seq
+        final = self._dir / f"{self._name_of(key)}.{seq}"
+        tmp = self._dir / f".{final.name}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(value)
+        os.replace(tmp, final)
+        return final
+
+    def materialise(self, handle: Path) -> bytes | None:
+        try:
+            return handle.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def discard(self, handle: Path) -> None:
+        try:
+            handle.unlink()
+        except FileNotFoundError:
+            pass
+
+
+@dataclass(slots=True)
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    load_failures: int = 0
+    prefetch_loads: int = 0
+    prefetch_hits: int = 0
+
+
+@dataclass(slots=True)
+class _Flight(Generic[V]):
+    future: Future[V]
+    prefetch: bool
+    joined: bool = False
+
+
+class Cache(Generic[K, V, H]):
+    """A single-flight, byte-bounded cache in front of a loader."""
+
+    def __init__(
+        self,
+        name: str,
+        store: _Store[K, V, H],
+        *,
+        capacity_bytes: int,
+        ttl_seconds: float,
+        weigher: Callable[[V], int],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._store = store
+        self._policy: SlruPolicy[K, H] = SlruPolicy(capacity_bytes, ttl_seconds)
+        self._weigher = weigher
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flights: dict[K, _Flight[V]] = {}
+        self.stats = CacheStats()
+
+    @property
+    def weight(self) -> int:
+        return self._policy.weight
+
+    def __len__(self) -> int:
+        return len(self._policy)
+
+    def __contains__(self, key: K) -> bool:
+        with self._lock:
+            return key in self._policy
+
+    def get(self, key: K, loader: Callable[[], V]) -> V:
+        while True:
+            with self._lock:
+                entry = self._policy.lookup(key, self._clock())
+                flight = None if entry is not None else self._flights.get(key)
+                owner = entry is None and flight is None
+                if owner:
+                    flight = self._flights[key] = _Flight(Future(), prefetch=False)
+                elif entry is not None and entry.prefetched:
+                    entry.prefetched = False
+                    self._count_prefetch_hit()
+                elif flight is not None and flight.prefetch and not flight.joined:
+                    flight.joined = True
+                    self._count_prefetch_hit()
+            if entry is not None:
+                value = self._store.materialise(entry.handle)
+                if value is not None:
+                    self.stats.hits += 1
+                    metrics.CACHE_HITS.labels(self.name).inc()
+                    return value
+                with self._lock:  # the file vanished under us: forget it and reload
+                    if self._policy.remove(key) is not None:
+                        metrics.CACHE_BYTES.labels(self.name).set(self._policy.weight)
+                continue
+            assert flight is not None
+            if not owner:
+                self.stats.hits += 1
+                metrics.CACHE_HITS.labels(self.name).inc()
+                return flight.future.result()
+            return self._load(key, loader, flight, prefetch=False)
+
+    def prefetch(self, key: K, loader: Callable[[], V]) -> bool:
+        """Load ``key`` in the calling thread unless resident or in flight; True if loaded."""
+        with self._lock:
+            if key in self._policy or key in self._flights:
+                return False
+            flight = self._flights[key] = _Flight(Future(), prefetch=True)
+        try:
+            self._load(key, loader, flight, prefetch=True)
+        except Exception:
+            return False
+        self.stats.prefetch_loads += 1
+        metrics.PREFETCH_CHUNKS.inc()
+        return True
+
+    def invalidate(self, key: K) -> None:
+        with self._lock:
+            entry = self._policy.remove(key)
+            metrics.CACHE_BYTES.labels(self.name).set(self._policy.weight)
+        if entry is not None:
+            self._store.discard(entry.handle)
+            metrics.CACHE_EVICTIONS.labels(self.name, "invalidated").inc()
+
+    def clear(self) -> None:
+        with self._lock:
+            dropped = self._policy.clear()
+            metrics.CACHE_BYTES.labels(self.name).set(0)
+        for _, handle, _cause in dropped:
+            self._store.discard(handle)
+
+    def _load(self, key: K, loader: Callable[[], V], flight: _Flight[V], *, prefetch: bool) -> V:
+        self.stats.misses += 1
+        metrics.CACHE_MISSES.labels(self.name).inc()
+        try:
+            value = loader()
+            weight = self._weigher(value)
+            handle = self._store.persist(key, value) if weight <= self._policy.capacity else None
+        except BaseException as e:
+            with self._lock:
+                self._flights.pop(key, None)
+            self.stats.load_failures += 1
+            metrics.CACHE_LOAD_FAILURES.labels(self.name).inc()
+            flight.future.set_exception(e)
+            raise
+        evicted: list[tuple[K, H, str]] = []
+        with self._lock:
+            if handle is not None:
+                prefetched = prefetch and not flight.joined
+                evicted = self._policy.add(
+                    key, handle, weight, self._clock(), prefetched=prefetched
+                )
+            self._flights.pop(key, None)
+            metrics.CACHE_BYTES.labels(self.name).set(self._policy.weight)
+        for _key, old_handle, cause in evicted:
+            self._store.discard(old_handle)
+            if cause != "replaced":
+                self.stats.evictions += 1
+                metrics.CACHE_EVICTIONS.labels(self.name, cause).inc()
+        flight.future.set_result(value)
+        return value
+
+    def _count_prefetch_hit(self) -> None:
+        self.stats.prefetch_hits += 1
+        metrics.PREFETCH_HITS.inc()
+
+
+ChunkKey = tuple[str, int]
+
+
+def memory_cache(
+    name: str,
+    *,
+    capacity_bytes: int,
+    ttl_seconds: float,
+    weigher: Callable[[V], int],
+    clock: Callable[[], float] = time.monotonic,
+) -> Cache[K, V, V]:
+    store: _MemoryStore[K, V] = _MemoryStore()
+    return Cache(
+        name,
+        store,
+        capacity_bytes=capacity_bytes,
+        ttl_seconds=ttl_seconds,
+        weigher=weigher,
+        clock=clock,
+    )
+
+
+def disk_chunk_cache(
+    directory: Path,
+    *,
+    capacity_bytes: int,
+    ttl_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> Cache[ChunkKey, bytes, Path]:
+    store: _DiskStore[ChunkKey] = _DiskStore(directory, _chunk_file_name)
+    return Cache(
+        "chunk_disk",
+        store,
+        capacity_bytes=capacity_bytes,
+        ttl_seconds=ttl_seconds,
+        weigher=len,
+        clock=clock,
+    )
+
+
+def _chunk_file_name(key: ChunkKey) -> str:
+    digest = hashlib.blake2b(key[0].encode(), digest_size=16).hexdigest()
+    return f"{digest}-{key[1]}"
