@@ -93,9 +93,13 @@ def decode_numpy(
     data: bytes, topic: str, partition: int, start: int, end: int, include_headers: bool
 ) -> pa.RecordBatch:
     return decode_batches(
-        data, topic=topic, partition=partition, start=start, end=end,
+        data,
+        topic=topic,
+        partition=partition,
+        start=start,
+        end=end,
         include_headers=include_headers,
-    ).batch  # fmt: skip
+    ).batch
 
 
 def best_of(fn: Callable[[], object], runs: int) -> float:
@@ -119,8 +123,9 @@ def bench_decoder(records: int, value_size: int, per_batch: int, runs: int) -> N
             assert ref.num_rows == records
             for dname, dec in decoders.items():
 
-                def run(dec: Callable[..., pa.RecordBatch] = dec, d: bytes = data,
-                        h: bool = headers) -> object:  # fmt: skip
+                def run(
+                    dec: Callable[..., pa.RecordBatch] = dec, d: bytes = data, h: bool = headers
+                ) -> object:
                     return dec(d, "t", 0, 0, records, h)
 
                 t = best_of(run, runs)

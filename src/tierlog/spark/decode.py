@@ -212,8 +212,21 @@ def decode_batches(
     attrs: list[int] = []
     counts: list[int] = []
     while total - pos >= HEADER_SIZE:
-        (base, length, _epoch, magic, crc, attr, last_delta, first_ts, last_ts, _pid, _pep, _seq,
-         count) = BATCH_HEADER.unpack_from(view, pos)  # fmt: skip
+        (
+            base,
+            length,
+            _epoch,
+            magic,
+            crc,
+            attr,
+            last_delta,
+            first_ts,
+            last_ts,
+            _pid,
+            _pep,
+            _seq,
+            count,
+        ) = BATCH_HEADER.unpack_from(view, pos)
         if magic != 2:
             raise CorruptBatchError(f"batch at byte {pos} has magic {magic}, expected 2")
         size = LOG_OVERHEAD + length
@@ -239,8 +252,19 @@ def decode_batches(
         attrs.append(attr)
         counts.append(count)
         pos += size
-    rows = _rows(sections, bases, base_ts, max_ts, attrs, counts, topic, partition, start, end,
-                 include_headers)  # fmt: skip
+    rows = _rows(
+        sections,
+        bases,
+        base_ts,
+        max_ts,
+        attrs,
+        counts,
+        topic,
+        partition,
+        start,
+        end,
+        include_headers,
+    )
     return Decoded(rows, pos, next_offset)
 
 
@@ -286,8 +310,12 @@ def _rows(
     if not bool(keep.all()):
         idx = np.nonzero(keep)[0]
         p, rec_end, ts_delta, offsets, batch_of = (
-            p[idx], rec_end[idx], ts_delta[idx], offsets[idx], batch_of[idx],
-        )  # fmt: skip
+            p[idx],
+            rec_end[idx],
+            ts_delta[idx],
+            offsets[idx],
+            batch_of[idx],
+        )
     key_len, n = _varint(u8, p, 5)
     key_start = p + n
     p = key_start + np.maximum(key_len, 0)
