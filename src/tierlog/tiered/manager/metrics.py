@@ -1,0 +1,123 @@
+"""Prometheus metrics of the remote tier. Names are fixed: dashboards and tests rely on them.
+
+Request counters count RSM calls. Each broker passes its own registry (tests run several
+brokers in one process). Index-cache counters are read from the cache's own counters at
+scrape time so the lookup path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Summary
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tierlog.tiered.manager.index_cache import CacheStats
+
+__all__ = ["RemoteMetrics"]
+
+_PL = ("topic", "partition")
+
+
+class _IndexCacheCollector(Collector):
+    def __init__(self, source: Callable[[], tuple[CacheStats, int] | None]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        got = self._source()
+        stats, size = got if got is not None else (CacheStats(), 0)
+        for name, value, doc in (
+            ("hits", stats.hits, "Remote index cache lookups served from the cache."),
+            ("misses", stats.misses, "Remote index cache lookups that loaded the indexes."),
+            ("evictions", stats.evictions, "Remote index cache entries evicted."),
+        ):
+            c = CounterMetricFamily(f"tierlog_remote_index_cache_{name}", doc)
+            c.add_metric([], value)
+            yield c
+        g = GaugeMetricFamily("tierlog_remote_index_cache_size_bytes", "Bytes of cached indexes.")
+        g.add_metric([], size)
+        yield g
+
+
+class RemoteMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.copy_requests = Counter(
+            "tierlog_remote_copy_requests", "Segment copies asked of the RSM.", _PL, registry=r
+        )
+        self.copy_bytes = Counter(
+            "tierlog_remote_copy_bytes", "Segment bytes copied to the remote tier.", _PL, registry=r
+        )
+        self.copy_errors = Counter(
+            "tierlog_remote_copy_errors", "Segment copies that failed.", _PL, registry=r
+        )
+        self.fetch_requests = Counter(
+            "tierlog_remote_fetch_requests", "Remote reads asked of the RSM.", _PL, registry=r
+        )
+        self.fetch_bytes = Counter(
+            "tierlog_remote_fetch_bytes", "Bytes returned by remote reads.", _PL, registry=r
+        )
+        self.fetch_errors = Counter(
+            "tierlog_remote_fetch_errors", "Remote reads that failed.", _PL, registry=r
+        )
+        self.delete_requests = Counter(
+            "tierlog_remote_delete_requests", "Segment deletes asked of the RSM.", _PL, registry=r
+        )
+        self.delete_errors = Counter(
+            "tierlog_remote_delete_errors", "Segment deletes that failed.", _PL, registry=r
+        )
+        self.copy_lag_bytes = Gauge(
+            "tierlog_remote_copy_lag_bytes", "Sealed local bytes not yet copied.", _PL, registry=r
+        )
+        self.copy_lag_segments = Gauge(
+            "tierlog_remote_copy_lag_segments",
+            "Sealed local segments not yet copied.",
+            _PL,
+            registry=r,
+        )
+        self.log_size_bytes = Gauge(
+            "tierlog_remote_log_size_bytes", "Bytes of listed remote segments.", _PL, registry=r
+        )
+        self.metadata_count = Gauge(
+            "tierlog_remote_log_metadata_count", "Listed remote segments.", _PL, registry=r
+        )
+        self.copy_throttle_ms = Summary(
+            "tierlog_remote_copy_throttle_time_ms",
+            "Time copy tasks waited on the copy quota.",
+            registry=r,
+        )
+        self.fetch_throttle_ms = Summary(
+            "tierlog_remote_fetch_throttle_time_ms",
+            "Throttle time of remote reads shed by the fetch quota.",
+            registry=r,
+        )
+        self._cache_source: Callable[[], tuple[CacheStats, int] | None] = lambda: None
+        r.register(_IndexCacheCollector(lambda: self._cache_source()))
+
+    def attach_index_cache(self, source: Callable[[], tuple[CacheStats, int] | None]) -> None:
+        self._cache_source = source
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        labels = (topic, str(partition))
+        for gauge in (
+            self.copy_lag_bytes,
+            self.copy_lag_segments,
+            self.log_size_bytes,
+            self.metadata_count,
+        ):
+            try:
+                gauge.remove(*labels)
+            except KeyError:
+                pass
+
+    def value(self, name: str, **labels: str | int) -> float:
+        """Sum of the matching samples (tests and the CLI); 0 when no series matches."""
+        want = {k: str(v) for k, v in labels.items()}
+        total = 0.0
+        for metric in self.registry.collect():
+            for s in metric.samples:
+                if s.name == name and all(s.labels.get(k) == v for k, v in want.items()):
+                    total += float(s.value)
+        return total
