@@ -1,0 +1,611 @@
+"""The asyncio side of the group coordinator: futures, timers and persistence.
+
+Every decision is made by ``state.Group``; this class only (1) turns a waiting JoinGroup or
+SyncGroup into a future that the state machine's outcome resolves, (2) keeps one
+``loop.call_later`` timer per group armed at the group's next deadline, and (3) writes the
+records the state machine asks for to ``__consumer_offsets`` through an ``OffsetsStore``.
+All of it runs on the event loop thread: there are no locks around group state because no
+code path awaits between reading a group and acting on what it read, except the writes,
+which re-check the group afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.protocol.errors import ErrorCode
+from tierlog.server.group.config import GroupCoordinatorConfig
+from tierlog.server.group.model import (
+    NO_LEADER_EPOCH,
+    NO_OFFSET,
+    CoordinatorEntry,
+    CoordinatorKeyType,
+    DeletedGroup,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FetchedOffset,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeftMember,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitPartitionResult,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchGroup,
+    OffsetFetchGroupResult,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    TopicPartition,
+)
+from tierlog.server.group.schema import (
+    CommittedOffset,
+    GroupRecord,
+    OffsetKey,
+    SchemaError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+    partition_for,
+)
+from tierlog.server.group.state import DEAD, EMPTY, Group, check_join_request
+from tierlog.server.group.store import KeyValue, OffsetsStore, OffsetsStoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorNode:
+    """This broker, as FindCoordinator reports it: a single node coordinates every group."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupCoordinator:
+    """Kafka's classic group coordinator for one broker. Call ``start`` before serving."""
+
+    def __init__(
+        self,
+        *,
+        node: CoordinatorNode,
+        store: OffsetsStore,
+        config: GroupCoordinatorConfig | None = None,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        partition_exists: Callable[[str, int], bool] | None = None,
+    ) -> None:
+        self._node = node
+        self._store = store
+        self._config = config or GroupCoordinatorConfig()
+        self._now = clock_ms
+        self._partition_exists = partition_exists
+        self._groups: dict[str, Group] = {}
+        self._tokens = itertools.count(1)
+        self._join_waiters: dict[int, asyncio.Future[JoinGroupResponse]] = {}
+        self._sync_waiters: dict[int, asyncio.Future[SyncGroupResponse]] = {}
+        self._timers: dict[str, tuple[int, asyncio.TimerHandle]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()
+        self._retention_timer: asyncio.TimerHandle | None = None
+        self._started = False
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Replay ``__consumer_offsets`` into groups, then start the offset-retention timer."""
+        records = await self._store.load()
+        offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        metadata: dict[str, GroupRecord | None] = {}
+        for raw_key, raw_value in records:
+            try:
+                key = decode_key(raw_key)
+                if isinstance(key, OffsetKey):
+                    group_offsets = offsets.setdefault(key.group_id, {})
+                    if raw_value is None:
+                        group_offsets.pop(key.topic_partition, None)
+                    else:
+                        group_offsets[key.topic_partition] = decode_offset_value(raw_value)
+                else:
+                    value = None if raw_value is None else decode_group_value(raw_value)
+                    metadata[key.group_id] = value
+            except SchemaError as exc:
+                log.warning("skipping unreadable __consumer_offsets record: %s", exc)
+        now = self._now()
+        for group_id in offsets.keys() | metadata.keys():
+            group_offsets = offsets.get(group_id, {})
+            record = metadata.get(group_id)
+            if record is None and not group_offsets:
+                continue  # deleted: a tombstone was the last word
+            group = Group.restore(group_id, record, group_offsets, self._config, now)
+            self._groups[group_id] = group
+            self._rearm(group)
+        self._started = True
+        self._schedule_retention()
+        log.info("group coordinator loaded %d groups", len(self._groups))
+
+    async def close(self) -> None:
+        """Stop timers, fail every waiting request, and wait for writes in flight."""
+        self._closed = True
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for jf in self._join_waiters.values():
+            if not jf.done():
+                jf.set_result(JoinGroupResponse(error_code=ErrorCode.NOT_COORDINATOR))
+        for sf in self._sync_waiters.values():
+            if not sf.done():
+                sf.set_result(SyncGroupResponse(error_code=ErrorCode.NOT_COORDINATOR))
+        self._join_waiters.clear()
+        self._sync_waiters.clear()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _unavailable(self) -> ErrorCode | None:
+        if self._closed:
+            return ErrorCode.NOT_COORDINATOR
+        if not self._started:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    # --- FindCoordinator ----------------------------------------------------------------------
+
+    async def find_coordinator(self, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        valid = req.key_type in (CoordinatorKeyType.GROUP, CoordinatorKeyType.TRANSACTION)
+        entries = []
+        for key in req.keys:
+            if valid:
+                entries.append(
+                    CoordinatorEntry(
+                        key=key,
+                        node_id=self._node.node_id,
+                        host=self._node.host,
+                        port=self._node.port,
+                    )
+                )
+            else:
+                entries.append(
+                    CoordinatorEntry(
+                        key=key,
+                        node_id=-1,
+                        host="",
+                        port=-1,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message=f"unsupported coordinator key type {req.key_type}",
+                    )
+                )
+        return FindCoordinatorResponse(coordinators=tuple(entries))
+
+    # --- membership ---------------------------------------------------------------------------
+
+    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
+        """Long-polls until the rebalance this join takes part in completes."""
+        error = self._unavailable() or check_join_request(req, self._config)
+        if error is not ErrorCode.NONE:
+            return JoinGroupResponse(error_code=error, member_id=req.member_id)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                return JoinGroupResponse(
+                    error_code=ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id
+                )
+            group = self._groups[req.group_id] = Group(req.group_id, self._config, self._now())
+        token = next(self._tokens)
+        reply = group.join(req, self._now(), token)
+        future: asyncio.Future[JoinGroupResponse] | None = None
+        if reply is None:
+            future = self._join_waiters[token] = asyncio.get_running_loop().create_future()
+        self._after(group)
+        if reply is not None:
+            return reply
+        assert future is not None
+        try:
+            return await future
+        finally:
+            self._join_waiters.pop(token, None)
+
+    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
+        """Followers long-poll until the leader's assignment for this generation is written."""
+        error = self._unavailable()
+        if error is not None:
+            return SyncGroupResponse(error_code=error)
+        if not req.group_id:
+            return SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+        token = next(self._tokens)
+        reply = group.sync(req, self._now(), token)
+        future: asyncio.Future[SyncGroupResponse] | None = None
+        if reply is None:
+            future = self._sync_waiters[token] = asyncio.get_running_loop().create_future()
+        self._after(group)
+        if reply is not None:
+            return reply
+        assert future is not None
+        try:
+            return await future
+        finally:
+            self._sync_waiters.pop(token, None)
+
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+        error = self._unavailable()
+        if error is not None:
+            return HeartbeatResponse(error_code=error)
+        if not req.group_id:
+            return HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+        code = group.heartbeat(req.member_id, req.group_instance_id, req.generation_id, self._now())
+        self._after(group)
+        return HeartbeatResponse(error_code=code)
+
+    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
+        error = self._unavailable()
+        if error is not None:
+            return LeaveGroupResponse(error_code=error)
+        if not req.group_id:
+            return LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return LeaveGroupResponse(
+                error_code=ErrorCode.NONE,
+                members=tuple(
+                    LeftMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        error_code=ErrorCode.UNKNOWN_MEMBER_ID,
+                    )
+                    for m in req.members
+                ),
+            )
+        if group.state is DEAD:
+            return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        results = group.leave(req.members, self._now())
+        self._after(group)
+        return LeaveGroupResponse(error_code=ErrorCode.NONE, members=results)
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+        def every(code: ErrorCode) -> OffsetCommitResponse:
+            return OffsetCommitResponse(
+                partitions=tuple(
+                    OffsetCommitPartitionResult(
+                        topic=p.topic, partition=p.partition, error_code=code
+                    )
+                    for p in req.partitions
+                )
+            )
+
+        error = self._unavailable()
+        if error is not None:
+            return every(error)
+        if not req.group_id:
+            return every(ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                # A generation implies group management, and that group is gone.
+                return every(ErrorCode.ILLEGAL_GENERATION)
+            group = self._groups[req.group_id] = Group(req.group_id, self._config, self._now())
+        now = self._now()
+        code = group.check_commit(req.member_id, req.group_instance_id, req.generation_id, now)
+        self._after(group)
+        if code is not ErrorCode.NONE:
+            return every(code)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for p in req.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            metadata = p.metadata or ""
+            if len(metadata.encode("utf-8")) > self._config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            elif self._partition_exists is not None and not self._partition_exists(*tp):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                commit_ts = p.commit_timestamp_ms if p.commit_timestamp_ms >= 0 else now
+                expire_ts = now + req.retention_time_ms if req.retention_time_ms >= 0 else None
+                accepted[tp] = CommittedOffset(
+                    p.offset, p.leader_epoch, metadata, commit_ts, expire_ts
+                )
+                results[tp] = ErrorCode.NONE
+        if accepted:
+            records = [
+                (offset_key(group.group_id, tp), offset_value(v)) for tp, v in accepted.items()
+            ]
+            write_error = await self._write(group.group_id, records, now)
+            if write_error is ErrorCode.NONE:
+                if self._groups.get(group.group_id) is group and group.state is not DEAD:
+                    group.offsets.update(accepted)
+            else:
+                for tp in accepted:
+                    results[tp] = write_error
+        return OffsetCommitResponse(
+            partitions=tuple(
+                OffsetCommitPartitionResult(
+                    topic=p.topic,
+                    partition=p.partition,
+                    error_code=results[TopicPartition(p.topic, p.partition)],
+                )
+                for p in req.partitions
+            )
+        )
+
+    async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+        error = self._unavailable()
+        return OffsetFetchResponse(groups=tuple(self._fetch_group(g, error) for g in req.groups))
+
+    def _fetch_group(
+        self, req: OffsetFetchGroup, error: ErrorCode | None
+    ) -> OffsetFetchGroupResult:
+        if error is not None:
+            return OffsetFetchGroupResult(group_id=req.group_id, error_code=error)
+        if not req.group_id:
+            return OffsetFetchGroupResult(
+                group_id=req.group_id, error_code=ErrorCode.INVALID_GROUP_ID
+            )
+        group = self._groups.get(req.group_id)
+        committed = group.offsets if group is not None else {}
+        wanted = sorted(committed) if req.partitions is None else list(req.partitions)
+        partitions = []
+        for tp in wanted:
+            c = committed.get(tp)
+            if c is None:
+                partitions.append(
+                    FetchedOffset(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=NO_OFFSET,
+                        leader_epoch=NO_LEADER_EPOCH,
+                        metadata="",
+                    )
+                )
+            else:
+                partitions.append(
+                    FetchedOffset(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=c.offset,
+                        leader_epoch=c.leader_epoch,
+                        metadata=c.metadata,
+                    )
+                )
+        return OffsetFetchGroupResult(
+            group_id=req.group_id, error_code=ErrorCode.NONE, partitions=tuple(partitions)
+        )
+
+    # --- admin --------------------------------------------------------------------------------
+
+    async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
+        error = self._unavailable()
+        if error is not None:
+            return ListGroupsResponse(error_code=error, groups=())
+        states = {s.lower() for s in req.states_filter}
+        types = {t.lower() for t in req.types_filter}
+        if types and "classic" not in types:
+            return ListGroupsResponse(error_code=ErrorCode.NONE, groups=())
+        listed = tuple(
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+            )
+            for g in self._groups.values()
+            if g.state is not DEAD and (not states or g.state.value.lower() in states)
+        )
+        return ListGroupsResponse(error_code=ErrorCode.NONE, groups=listed)
+
+    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        error = self._unavailable()
+        described = []
+        for group_id in req.group_ids:
+            group = self._groups.get(group_id)
+            if error is not None or not group_id:
+                code = error if error is not None else ErrorCode.INVALID_GROUP_ID
+                described.append(DescribedGroup(error_code=code, group_id=group_id, group_state=""))
+            elif group is None:
+                described.append(
+                    DescribedGroup(
+                        error_code=ErrorCode.NONE, group_id=group_id, group_state=DEAD.value
+                    )
+                )
+            else:
+                described.append(group.describe())
+        return DescribeGroupsResponse(groups=tuple(described))
+
+    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        error = self._unavailable()
+        results = []
+        for group_id in req.group_ids:
+            group = self._groups.get(group_id)
+            if error is not None:
+                code = error
+            elif not group_id:
+                code = ErrorCode.INVALID_GROUP_ID
+            elif group is None or group.state is DEAD:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not EMPTY:
+                code = ErrorCode.NON_EMPTY_GROUP
+            else:
+                code = await self._remove_group(group, list(group.offsets))
+            results.append(DeletedGroup(group_id=group_id, error_code=code))
+        return DeleteGroupsResponse(results=tuple(results))
+
+    async def expire_offsets(self) -> int:
+        """Drop offsets past retention, and groups left Empty with none; returns how many."""
+        now = self._now()
+        removed = 0
+        for group in list(self._groups.values()):
+            expired = group.expired_offsets(now, self._config.offsets_retention_ms)
+            for tp in expired:
+                del group.offsets[tp]
+            removed += len(expired)
+            if group.state is EMPTY and not group.offsets:
+                await self._remove_group(group, expired)
+            elif expired:
+                tombstones: list[KeyValue] = [
+                    (offset_key(group.group_id, tp), None) for tp in expired
+                ]
+                await self._write(group.group_id, tombstones, now)
+        return removed
+
+    async def _remove_group(self, group: Group, partitions: Sequence[TopicPartition]) -> ErrorCode:
+        now = self._now()
+        group.mark_dead(now)
+        if self._groups.get(group.group_id) is group:
+            del self._groups[group.group_id]
+        timer = self._timers.pop(group.group_id, None)
+        if timer is not None:
+            timer[1].cancel()
+        tombstones: list[KeyValue] = [(offset_key(group.group_id, tp), None) for tp in partitions]
+        tombstones.append((group_key(group.group_id), None))
+        return await self._write(group.group_id, tombstones, now)
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _after(self, group: Group) -> None:
+        """Carry out what the state machine asked for, then re-arm the group's timer."""
+        out = group.take_outcome()
+        for token, join_reply in out.joins:
+            jf = self._join_waiters.pop(token, None)
+            if jf is not None and not jf.done():
+                jf.set_result(join_reply)
+        for token, sync_reply in out.syncs:
+            sf = self._sync_waiters.pop(token, None)
+            if sf is not None and not sf.done():
+                sf.set_result(sync_reply)
+        if out.persist_assignment is not None:
+            self._spawn(
+                self._persist_assignment(group, out.persist_assignment, group.group_record())
+            )
+        elif out.store_group:
+            self._spawn(self._store_group(group.group_id, group.group_record()))
+        self._rearm(group)
+
+    async def _persist_assignment(self, group: Group, generation: int, record: GroupRecord) -> None:
+        error = await self._write(
+            group.group_id, [(group_key(group.group_id), group_value(record))], self._now()
+        )
+        group.assignment_persisted(generation, error, self._now())
+        self._after(group)
+
+    async def _store_group(self, group_id: str, record: GroupRecord) -> None:
+        await self._write(group_id, [(group_key(group_id), group_value(record))], self._now())
+
+    async def _write(self, group_id: str, records: Sequence[KeyValue], now: int) -> ErrorCode:
+        """Append in call order; a failed append becomes the code Kafka would answer with."""
+        partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
+        async with self._write_lock:
+            try:
+                await self._store.append(partition, records, now)
+            except OffsetsStoreError as exc:
+                log.warning(
+                    "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc
+                )
+                return _coordinator_error(exc.code)
+        return ErrorCode.NONE
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group coordinator task failed", exc_info=task.exception())
+
+    def _rearm(self, group: Group) -> None:
+        """Keep one timer per group, no later than the group's next deadline.
+
+        A timer that fires early is harmless (``tick`` checks every deadline), so the common
+        case of a heartbeat pushing a deadline back does not touch the timer at all.
+        """
+        if self._closed:
+            return
+        deadline = group.next_deadline()
+        if deadline is None:
+            return
+        armed = self._timers.get(group.group_id)
+        if armed is not None and armed[0] <= deadline:
+            return
+        if armed is not None:
+            armed[1].cancel()
+        delay = max(deadline - self._now(), 0) / 1000
+        handle = asyncio.get_running_loop().call_later(delay, self._on_timer, group.group_id)
+        self._timers[group.group_id] = (deadline, handle)
+
+    def _on_timer(self, group_id: str) -> None:
+        self._timers.pop(group_id, None)
+        group = self._groups.get(group_id)
+        if group is None or self._closed:
+            return
+        group.tick(self._now())
+        self._after(group)
+
+    def _schedule_retention(self) -> None:
+        if self._closed:
+            return
+        interval = self._config.offsets_retention_check_interval_ms / 1000
+        self._retention_timer = asyncio.get_running_loop().call_later(
+            interval, lambda: self._spawn(self._retention_round())
+        )
+
+    async def _retention_round(self) -> None:
+        try:
+            removed = await self.expire_offsets()
+            if removed:
+                log.info("expired %d committed offsets", removed)
+        finally:
+            self._schedule_retention()
+
+
+def _coordinator_error(code: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed ``__consumer_offsets`` append to what clients are told."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code

@@ -1,0 +1,53 @@
+"""Where the coordinator's ``__consumer_offsets`` records go.
+
+The coordinator encodes Kafka's keys and values itself (``schema.py``) and hands a store
+opaque ``(key, value)`` pairs per offsets-topic partition, so a store only has to append
+atomically and replay in order. That keeps every format decision out of the stores and lets
+the state machine be tested on the in-memory store while the log-backed store is tested
+against a real log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from tierlog.protocol.errors import ErrorCode
+
+KeyValue = tuple[bytes, bytes | None]
+
+
+class OffsetsStoreError(Exception):
+    """An append that did not happen; ``code`` is the log's Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(f"{code.name}: {message}" if message else code.name)
+        self.code = code
+
+
+class OffsetsStore(Protocol):
+    """Contract: ``append`` is all-or-nothing and ordered per partition; ``load`` returns
+    every record ever appended (tombstones included) partition by partition in append order.
+    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind."""
+
+    async def load(self) -> list[KeyValue]: ...
+
+    async def append(
+        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
+    ) -> None: ...
+
+
+class MemoryOffsetsStore:
+    """Keeps records in a dict: for tests and for brokers that need no durable groups.
+
+    Handing the same instance to a second coordinator simulates a restart.
+    """
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[KeyValue]] = {}
+
+    async def load(self) -> list[KeyValue]:
+        return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
+
+    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+        self.partitions.setdefault(partition, []).extend(records)
