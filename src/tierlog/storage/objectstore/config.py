@@ -80,9 +80,12 @@ class ObjectStoreConfig:
                 f"upload.part.size={part_size} is below S3's minimum part size {S3_MIN_PART_SIZE}"
             )
         encryption = p.boolean("encryption.enabled", False)
-        key_pair_id: str | None = None
+        # The key ring is loaded whenever it is configured, so segments written while
+        # encryption was on stay readable after it is switched off.
+        key_pair_id = p.optional("encryption.key.pair.id")
         key_pairs: dict[str, KeyPairFiles] = {}
-        if encryption:
+        ids_raw = p.optional("encryption.key.pairs")
+        if encryption or ids_raw:
             key_pair_id = p.required("encryption.key.pair.id")
             ids = [i.strip() for i in p.required("encryption.key.pairs").split(",") if i.strip()]
             if key_pair_id not in ids:

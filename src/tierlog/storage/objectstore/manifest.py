@@ -85,6 +85,8 @@ class SegmentManifest:
     encryption: EncryptionInfo | None
     indexes: Mapping[IndexType, BlobRange | None]
     indexes_stored_size: int
+    #: Random per upload: distinguishes a re-copy under the same keys in caches.
+    upload_id: str
     segment: Mapping[str, Any] = field(default_factory=dict)
 
     def is_compressed(self, chunk_id: int) -> bool:
@@ -103,6 +105,7 @@ class SegmentManifest:
         doc: dict[str, Any] = {
             "format": FORMAT_NAME,
             "version": MANIFEST_VERSION,
+            "uploadId": self.upload_id,
             "chunkIndex": self.chunk_index.to_json(),
             "compression": None
             if self.compressed_chunks is None
@@ -157,6 +160,7 @@ class SegmentManifest:
                 encryption=None if enc is None else EncryptionInfo.from_json(enc),
                 indexes=indexes,
                 indexes_stored_size=int(doc["objects"]["indexesSize"]),
+                upload_id=str(doc["uploadId"]),
                 segment=doc.get("remoteLogSegmentMetadata") or {},
             )
         except (KeyError, TypeError, ValueError) as e:

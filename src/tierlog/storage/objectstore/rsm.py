@@ -1,0 +1,369 @@
+"""``ObjectStoreRemoteStorageManager``: the production storage plugin (alias ``objectstore``).
+
+Each segment becomes three objects (see ``layout`` and docs/remote-format.md): the chunked,
+optionally compressed and encrypted ``.log``; the ``.indexes`` blob; the JSON manifest.
+Reads go manifest (cached) -> chunk index -> one ranged GET per chunk (cached, single-flight,
+read ahead in parallel) -> decrypt -> decompress.
+
+Threads: the broker calls every method from its own worker threads. Blocking object-store
+calls run on obstore's runtime with the GIL released; read-ahead and prefetch run on the
+fetch pool (``fetch.thread.pool.size``) and upload transforms on the transform pool
+(``upload.max.concurrency``). Both pools are owned here and shut down by ``close``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.cache import (
+    Cache,
+    ChunkKey,
+    disk_chunk_cache,
+    memory_cache,
+)
+from tierlog.storage.objectstore.config import ObjectStoreConfig
+from tierlog.storage.objectstore.custom_metadata import SegmentLocation
+from tierlog.storage.objectstore.errors import CorruptDataError
+from tierlog.storage.objectstore.fetch import ChunkStream
+from tierlog.storage.objectstore.keyring import WRAP_ALGORITHM, KeyRing
+from tierlog.storage.objectstore.layout import SegmentKeys, segment_keys
+from tierlog.storage.objectstore.manifest import (
+    INDEX_NAMES,
+    EncryptionInfo,
+    ManifestError,
+    SegmentManifest,
+    compressed_bitmap,
+    metadata_to_json,
+)
+from tierlog.storage.objectstore.ratelimit import TokenBucket
+from tierlog.storage.objectstore.transform import ChunkDecoder, DataKey, blob_aad, decrypt
+from tierlog.storage.objectstore.upload import SegmentUploader
+from tierlog.tiered.api import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteResourceNotFoundException,
+    RemoteStorageException,
+    RemoteStorageManager,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OpenSegment:
+    """A parsed manifest plus what is needed to decode its chunks (the unwrapped key)."""
+
+    keys: SegmentKeys
+    manifest: SegmentManifest
+    data_key: DataKey | None
+    decoder: ChunkDecoder
+    cache_id: str
+
+    @property
+    def size(self) -> int:
+        return self.manifest.chunk_index.original_file_size
+
+
+class ObjectStoreRemoteStorageManager(RemoteStorageManager):
+    def __init__(self) -> None:
+        self._cfg: ObjectStoreConfig | None = None
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def configure(self, props: Mapping[str, str]) -> None:
+        cfg = ObjectStoreConfig.from_props(props)
+        self._cfg = cfg
+        self.backend = ObjectBackend.from_config(cfg)
+        self.keyring: KeyRing | None = None
+        if cfg.encryption_key_pairs and cfg.encryption_key_pair_id:
+            self.keyring = KeyRing.from_files(cfg.encryption_key_pairs, cfg.encryption_key_pair_id)
+        self._fetch_pool = ThreadPoolExecutor(
+            cfg.fetch_thread_pool_size, thread_name_prefix="tierlog-rsm-fetch"
+        )
+        self._transform_pool = ThreadPoolExecutor(
+            cfg.upload_max_concurrency, thread_name_prefix="tierlog-rsm-transform"
+        )
+        rate = cfg.upload_rate_limit_bytes_per_second
+        self._uploader = SegmentUploader(
+            self.backend,
+            chunk_size=cfg.chunk_size,
+            compression=cfg.compression_enabled,
+            compression_heuristic=cfg.compression_heuristic_enabled,
+            compression_level=cfg.compression_level,
+            rate_limiter=TokenBucket(rate) if rate else None,
+            transform_pool=self._transform_pool,
+            transform_ahead=cfg.upload_max_concurrency,
+        )
+        self.manifest_cache: Cache[str, OpenSegment, OpenSegment] = memory_cache(
+            "manifest",
+            capacity_bytes=cfg.fetch_manifest_cache_size,
+            ttl_seconds=cfg.fetch_manifest_cache_retention_ms / 1000,
+            weigher=lambda seg: seg.manifest.memory_size(),
+        )
+        self.index_cache: Cache[tuple[str, int], bytes, bytes] = memory_cache(
+            "indexes",
+            capacity_bytes=cfg.fetch_indexes_cache_size,
+            ttl_seconds=cfg.fetch_indexes_cache_retention_ms / 1000,
+            weigher=len,
+        )
+        chunk_ttl = cfg.fetch_chunk_cache_retention_ms / 1000
+        self.chunk_cache: Cache[ChunkKey, bytes, Any]
+        if cfg.fetch_chunk_cache_class == "disk":
+            assert cfg.fetch_chunk_cache_path is not None
+            self.chunk_cache = disk_chunk_cache(
+                Path(cfg.fetch_chunk_cache_path),
+                capacity_bytes=cfg.fetch_chunk_cache_size,
+                ttl_seconds=chunk_ttl,
+            )
+        else:
+            capacity = cfg.fetch_chunk_cache_size if cfg.fetch_chunk_cache_class == "memory" else 0
+            self.chunk_cache = memory_cache(
+                "chunk_memory", capacity_bytes=capacity, ttl_seconds=chunk_ttl, weigher=len
+            )
+        self._caching_chunks = cfg.fetch_chunk_cache_class != "none"
+        self._read_ahead = cfg.fetch_chunk_cache_prefetch_max_size // cfg.chunk_size
+
+    @property
+    def config(self) -> ObjectStoreConfig:
+        if self._cfg is None:
+            raise RemoteStorageException("ObjectStoreRemoteStorageManager used before configure")
+        return self._cfg
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed or self._cfg is None:
+                self._closed = True
+                return
+            self._closed = True
+        self._fetch_pool.shutdown(wait=True, cancel_futures=True)
+        self._transform_pool.shutdown(wait=True, cancel_futures=True)
+        self.chunk_cache.clear()
+        self.manifest_cache.clear()
+        self.index_cache.clear()
+
+    # -- copy ---------------------------------------------------------------------------
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
+    ) -> CustomMetadata | None:
+        cfg = self.config
+        keys = segment_keys(cfg.key_prefix, cfg.key_prefix_mask, metadata)
+        started = time.perf_counter()
+        try:
+            data_key = None
+            encryption = None
+            if cfg.encryption_enabled:
+                assert self.keyring is not None
+                data_key = DataKey.generate()
+                key_id, wrapped = self.keyring.wrap(data_key.key)
+                encryption = EncryptionInfo(
+                    key_id, wrapped, data_key.aad, wrap_algorithm=WRAP_ALGORITHM
+                )
+            log_upload = self._uploader.upload_log(keys.log, data.log_segment, data_key)
+            indexes = self._uploader.upload_indexes(keys.indexes, data, data_key)
+            manifest = SegmentManifest(
+                chunk_index=log_upload.chunk_index,
+                compressed_chunks=None
+                if log_upload.compressed is None
+                else compressed_bitmap(log_upload.compressed),
+                encryption=encryption,
+                indexes=indexes.ranges,
+                indexes_stored_size=indexes.stored_size,
+                upload_id=uuid.uuid4().hex,
+                segment=metadata_to_json(metadata),
+            )
+            manifest_bytes = manifest.to_json_bytes()
+            self.backend.put_bytes(keys.manifest, manifest_bytes, "manifest")
+        except BaseException as e:
+            self._cleanup_failed_copy(keys)
+            if isinstance(e, RemoteStorageException):
+                raise
+            if isinstance(e, Exception):
+                raise RemoteStorageException(f"copy of {keys.base} failed: {e!r}") from e
+            raise
+        finally:
+            metrics.SEGMENT_COPY_SECONDS.observe(time.perf_counter() - started)
+        self.manifest_cache.invalidate(keys.manifest)
+        if not cfg.custom_metadata_enabled:
+            return None
+        stored = log_upload.chunk_index.stored_size + indexes.stored_size + len(manifest_bytes)
+        location = SegmentLocation(cfg.key_prefix, cfg.key_prefix_mask, stored)
+        return CustomMetadata(location.encode())
+
+    def _cleanup_failed_copy(self, keys: SegmentKeys) -> None:
+        try:
+            self.backend.delete_many(keys.all())
+        except Exception as e:  # best effort: the broker also deletes by metadata later
+            log.warning("cleanup of failed copy %s failed: %s", keys.base, e)
+
+    # -- fetch --------------------------------------------------------------------------
+
+    def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> BinaryIO:
+        if start_position < 0:
+            raise RemoteStorageException(f"start_position {start_position} < 0")
+        if end_position is not None and end_position < start_position:
+            raise RemoteStorageException(
+                f"end_position {end_position} < start_position {start_position}"
+            )
+        seg = self.open_segment(metadata)
+        if start_position >= seg.size:
+            return io.BytesIO(b"")
+        end = seg.size - 1 if end_position is None else min(end_position, seg.size - 1)
+        stream = ChunkStream(
+            seg.manifest.chunk_index,
+            start_position,
+            end,
+            load=lambda chunk_id: self._chunk(seg, chunk_id),
+            ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
+            pool=self._fetch_pool,
+            read_ahead=self._read_ahead,
+        )
+        return io.BufferedReader(stream, buffer_size=64 * 1024)
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        seg = self.open_segment(metadata)
+        blob_range = seg.manifest.indexes.get(index_type)
+        if blob_range is None:
+            raise RemoteResourceNotFoundException(
+                f"{seg.keys.base}: segment has no {INDEX_NAMES[index_type]} index"
+            )
+        if blob_range.size == 0:
+            return io.BytesIO(b"")
+
+        def load() -> bytes:
+            stored = self.backend.get_range(
+                seg.keys.indexes,
+                blob_range.position,
+                blob_range.position + blob_range.size,
+                "indexes",
+            )
+            if seg.data_key is None:
+                return stored
+            name = INDEX_NAMES[index_type]
+            try:
+                return decrypt(
+                    seg.data_key, stored, blob_aad(seg.data_key, name), f"{seg.keys.indexes} {name}"
+                )
+            except CorruptDataError:
+                metrics.CORRUPT_CHUNKS.inc()
+                raise
+
+        data = self.index_cache.get((seg.cache_id, index_type.value), load)
+        return io.BytesIO(data)
+
+    def warm(
+        self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
+    ) -> int:
+        """Prefetch a segment's chunks into the chunk cache in the background, e.g. the next
+        segment while a consumer reads the current one. Returns the chunks scheduled."""
+        if not self._caching_chunks:
+            return 0
+        seg = self.open_segment(metadata)
+        if start_position >= seg.size:
+            return 0
+        budget = self.config.fetch_chunk_cache_prefetch_max_size if length is None else length
+        end = min(seg.size - 1, start_position + max(budget, 1) - 1)
+        chunks = seg.manifest.chunk_index.chunks_for_range(start_position, end)
+        for chunk_id in chunks:
+            self._fetch_pool.submit(self._chunk_ahead, seg, chunk_id)
+        return len(chunks)
+
+    def open_segment(self, metadata: RemoteLogSegmentMetadata) -> OpenSegment:
+        """The segment's parsed manifest (cached); also used by the Spark read path."""
+        keys = self.keys_for(metadata)
+        return self.manifest_cache.get(keys.manifest, lambda: self._load_manifest(keys))
+
+    def keys_for(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
+        """Where the segment lives: the prefix recorded at upload time (custom metadata)
+        wins over the current configuration, so changing the prefix orphans nothing."""
+        cfg = self.config
+        prefix, mask = cfg.key_prefix, cfg.key_prefix_mask
+        if metadata.custom_metadata is not None and metadata.custom_metadata.value:
+            try:
+                location = SegmentLocation.decode(metadata.custom_metadata.value)
+                prefix, mask = location.key_prefix, location.key_prefix_mask
+            except ValueError:
+                log.warning("ignoring undecodable custom metadata of %s", metadata)
+        return segment_keys(prefix, mask, metadata)
+
+    def _load_manifest(self, keys: SegmentKeys) -> OpenSegment:
+        raw = self.backend.get(keys.manifest, "manifest")
+        try:
+            manifest = SegmentManifest.from_json_bytes(raw)
+        except ManifestError as e:
+            raise RemoteStorageException(f"{keys.manifest}: {e}") from None
+        data_key = None
+        if manifest.encryption is not None:
+            if self.keyring is None:
+                raise RemoteStorageException(
+                    f"{keys.manifest} is encrypted but no key ring is configured"
+                )
+            key = self.keyring.unwrap(manifest.encryption.key_id, manifest.encryption.wrapped_key)
+            data_key = DataKey(key, manifest.encryption.aad)
+        return OpenSegment(
+            keys,
+            manifest,
+            data_key,
+            ChunkDecoder(data_key, keys.log),
+            f"{keys.base}#{manifest.upload_id}",
+        )
+
+    def _chunk(self, seg: OpenSegment, chunk_id: int) -> bytes:
+        return self.chunk_cache.get(
+            (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
+        )
+
+    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | None:
+        """Read-ahead task: with a chunk cache, load into it and let the reader hit it;
+        without one, hand the bytes to the stream directly."""
+        if self._caching_chunks:
+            self.chunk_cache.prefetch(
+                (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
+            )
+            return None
+        metrics.PREFETCH_CHUNKS.inc()
+        return self._chunk(seg, chunk_id)
+
+    def _load_chunk(self, seg: OpenSegment, chunk_id: int) -> bytes:
+        index = seg.manifest.chunk_index
+        start, end = index.stored_range(chunk_id)
+        original_start, original_end = index.original_range(chunk_id)
+        stored = self.backend.get_range(seg.keys.log, start, end, "log")
+        try:
+            return seg.decoder.decode(
+                chunk_id,
+                stored,
+                seg.manifest.is_compressed(chunk_id),
+                original_end - original_start,
+            )
+        except CorruptDataError:
+            metrics.CORRUPT_CHUNKS.inc()
+            raise
+
+    # -- delete -------------------------------------------------------------------------
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        keys = self.keys_for(metadata)
+        self.backend.delete_many(keys.all())
+        self.manifest_cache.invalidate(keys.manifest)
+        metrics.SEGMENT_DELETES.inc()
