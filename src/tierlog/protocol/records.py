@@ -193,7 +193,8 @@ def read_header(buf: Buffer, position: int = 0) -> BatchHeader:
     return BatchHeader(position, *_HEADER.unpack_from(buf, position))
 
 
-def _check_one(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> BatchHeader:
+def check_batch(buf: Buffer, pos: int, limit: int, verify_crc: bool = True) -> BatchHeader:
+    """Validate the batch at ``pos``, which must end at or before ``limit``."""
     remaining = limit - pos
     if remaining < LOG_OVERHEAD:
         raise RecordsError(
@@ -248,6 +249,23 @@ def _check_one(buf: Buffer, pos: int, limit: int, verify_crc: bool) -> BatchHead
     return header
 
 
+def whole_batches_length(buf: Buffer, start: int = 0) -> int:
+    """Length of the longest prefix of ``buf[start:]`` made of whole batches (lengths only).
+
+    Used to cut a byte range read from a segment at a batch boundary; the batches were
+    validated when appended, so only the length fields are walked.
+    """
+    limit = len(buf)
+    pos = start
+    while limit - pos >= LOG_OVERHEAD:
+        _, batch_length = _PREFIX.unpack_from(buf, pos)
+        nxt = pos + batch_length + LOG_OVERHEAD
+        if batch_length < 0 or nxt > limit:
+            break
+        pos = nxt
+    return pos - start
+
+
 def scan_batches(
     buf: Buffer, start: int = 0, end: int | None = None, *, verify_crc: bool = True
 ) -> list[BatchHeader]:
@@ -260,7 +278,7 @@ def scan_batches(
     headers: list[BatchHeader] = []
     pos = start
     while pos < limit:
-        header = _check_one(buf, pos, limit, verify_crc)
+        header = check_batch(buf, pos, limit, verify_crc)
         headers.append(header)
         pos = header.end
     return headers
@@ -293,7 +311,7 @@ def scan_valid_prefix(
     expected = min_offset
     while pos < limit:
         try:
-            header = _check_one(buf, pos, limit, verify_crc)
+            header = check_batch(buf, pos, limit, verify_crc)
         except RecordsError as exc:
             return PrefixScan(headers, pos, exc)
         if expected is not None and header.base_offset < expected:
@@ -356,6 +374,20 @@ def set_log_append_time(buf: bytearray | memoryview, header: BatchHeader, now_ms
     _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
     _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, header.end))
+
+
+def set_log_append_time_split(header: bytearray, body: Buffer, now_ms: int) -> None:
+    """``set_log_append_time`` for a batch held as a separate 61-byte header and body.
+
+    The append path writes a patched copy of the header followed by a view of the client's
+    body, so the CRC is computed over both pieces without joining them.
+    """
+    (attributes,) = _I16.unpack_from(header, ATTRIBUTES_OFFSET)
+    _I16.pack_into(header, ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(header, MAX_TIMESTAMP_OFFSET, now_ms)
+    crc = crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:RECORDS_OFFSET])
+    crc = crc32c.crc32c(body, crc)
+    _U32.pack_into(header, CRC_OFFSET, crc)
 
 
 # --- record-level codec (tools and tests only) -------------------------------------------

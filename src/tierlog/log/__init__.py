@@ -1,0 +1,38 @@
+"""Kafka on-disk log engine: the contract in docs/architecture.md "Log engine contract".
+
+Additions to the contract (compatible, all optional):
+
+* ``LogManager.load(topic_configs=None)`` takes per-topic configs known before load.
+* ``LogManager(..., remote_storage_system_enable=False, clock=...)``: the broker switch used
+  to compute each log's ``remote_enabled`` (which callers may still set directly).
+* ``AppendResult.duplicate`` marks an idempotent-producer retry answered with its original
+  offsets (Kafka answers NONE with those offsets); also ``records_count`` and ``size``.
+* ``FetchData.first_batch_offset`` and ``FetchData.to_bytes()``.
+* ``OffsetOutOfRange`` carries ``log_start_offset``/``local_log_start_offset``/
+  ``log_end_offset`` so the caller can tell a remote read from a real out-of-range.
+* ``PartitionLog.offset_for_max_timestamp()`` for ListOffsets -3.
+* ``SegmentInfo.txn_index_path`` may not exist (no transactions yet).
+"""
+
+from tierlog.log.config import LogConfig
+from tierlog.log.errors import KafkaStorageError, LogAppendError, LogError, OffsetOutOfRange
+from tierlog.log.leader_epoch import EpochEntry, LeaderEpochCache
+from tierlog.log.manager import LogManager
+from tierlog.log.names import TopicPartition
+from tierlog.log.partition_log import AppendResult, FetchData, PartitionLog, SegmentInfo
+
+__all__ = [
+    "AppendResult",
+    "EpochEntry",
+    "FetchData",
+    "KafkaStorageError",
+    "LeaderEpochCache",
+    "LogAppendError",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "SegmentInfo",
+    "TopicPartition",
+]

@@ -1,0 +1,223 @@
+"""All partition logs of the broker, spread over ``log.dirs``, with per-directory checkpoints.
+
+Each log directory holds ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``
+and, between a clean shutdown and the next start, ``.kafka_cleanshutdown``. The marker is
+removed once the directory is loaded, so any later crash is seen as unclean.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from tierlog.log.checkpoint import (
+    atomic_write,
+    read_offsets_checkpoint,
+    read_partition_metadata,
+    write_offsets_checkpoint,
+)
+from tierlog.log.config import LogConfig
+from tierlog.log.names import (
+    CLEAN_SHUTDOWN_MARKER,
+    DELETE_DIR_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    parse_partition_dir,
+    partition_dir_name,
+)
+from tierlog.log.partition_log import INTERNAL_TOPICS, Clock, PartitionLog, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        *,
+        remote_storage_system_enable: bool = False,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.remote_storage_system_enable = remote_storage_system_enable
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._had_clean_shutdown: dict[Path, bool] = {}
+
+    def remote_enabled_for(self, topic: str, config: LogConfig) -> bool:
+        """Spec §1.1: broker switch on, topic opted in, not compacted, not internal."""
+        return (
+            self.remote_storage_system_enable
+            and config.remote_storage_enable
+            and not config.compacted
+            and topic not in INTERNAL_TOPICS
+        )
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Open every partition under every log dir, recovering after an unclean shutdown.
+
+        ``topic_configs`` (optional) gives per-topic settings known before load; topics not
+        in it use the default config until ``update_config``.
+        """
+        with self._lock:
+            if topic_configs:
+                self._topic_configs.update(topic_configs)
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                marker = log_dir / CLEAN_SHUTDOWN_MARKER
+                clean = marker.exists()
+                self._had_clean_shutdown[log_dir] = clean
+                recovery = read_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+                starts = read_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+                for child in sorted(log_dir.iterdir()):
+                    if not child.is_dir():
+                        continue
+                    if child.name.endswith(DELETE_DIR_SUFFIX):
+                        shutil.rmtree(child, ignore_errors=True)
+                        continue
+                    tp = parse_partition_dir(child.name)
+                    if tp is None:
+                        continue
+                    if tp in self._logs:
+                        raise RuntimeError(f"{tp} found in two log dirs")
+                    cfg = self.config_for(tp.topic)
+                    self._logs[tp] = PartitionLog(
+                        tp,
+                        child,
+                        cfg,
+                        recovery_point=recovery.get(tp, 0),
+                        log_start_offset=starts.get(tp),
+                        had_clean_shutdown=clean,
+                        remote_enabled=self.remote_enabled_for(tp.topic, cfg),
+                        clock=self._clock,
+                    )
+                    self._log_dir_of[tp] = log_dir
+                marker.unlink(missing_ok=True)
+            self.flush_checkpoints()
+
+    def had_clean_shutdown(self, log_dir: Path) -> bool:
+        return self._had_clean_shutdown.get(Path(log_dir), False)
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self._logs.get(TopicPartition(*tp))
+
+    def all_logs(self) -> list[PartitionLog]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def create_log(
+        self, tp: TopicPartition, topic_id: uuid.UUID, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """Create (or return the existing) log; new logs go to the least-used log dir."""
+        tp = TopicPartition(*tp)
+        with self._lock:
+            cfg = config if config is not None else self.config_for(tp.topic)
+            self._topic_configs[tp.topic] = cfg
+            existing = self._logs.get(tp)
+            if existing is not None:
+                if existing.topic_id is not None and existing.topic_id != topic_id:
+                    raise ValueError(
+                        f"{tp} exists with topic id {existing.topic_id}, not {topic_id}"
+                    )
+                return existing
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir.mkdir(parents=True, exist_ok=True)
+            part = PartitionLog(
+                tp,
+                log_dir / partition_dir_name(tp),
+                cfg,
+                topic_id=topic_id,
+                remote_enabled=self.remote_enabled_for(tp.topic, cfg),
+                clock=self._clock,
+            )
+            self._logs[tp] = part
+            self._log_dir_of[tp] = log_dir
+            return part
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Kafka renames the dir to ``*-delete`` first so a crash mid-way finishes on load."""
+        tp = TopicPartition(*tp)
+        with self._lock:
+            part = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+            if part is None or log_dir is None:
+                return
+            part.close(clean=False)
+            target = log_dir / f"{partition_dir_name(tp)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            part.dir.rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+            if not any(t.topic == tp.topic for t in self._logs):
+                self._topic_configs.pop(tp.topic, None)
+            self.flush_checkpoints()
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        with self._lock:
+            self._topic_configs[topic] = config
+            for tp, part in self._logs.items():
+                if tp.topic == topic:
+                    part.update_config(config)
+                    part.remote_enabled = self.remote_enabled_for(topic, config)
+
+    def topic_id_of(self, tp: TopicPartition) -> uuid.UUID | None:
+        part = self.get_log(tp)
+        if part is None:
+            return None
+        return part.topic_id or read_partition_metadata(part.dir / PARTITION_METADATA)
+
+    # -- periodic work -----------------------------------------------------------------------
+
+    def run_retention(self, now_ms: int | None = None) -> None:
+        for part in self.all_logs():
+            try:
+                part.run_retention(now_ms)
+            except OSError:
+                log.exception("%s: retention pass failed", part.tp)
+
+    def flush_checkpoints(self) -> None:
+        with self._lock:
+            by_dir: dict[Path, list[PartitionLog]] = {d: [] for d in self.log_dirs}
+            for tp, part in self._logs.items():
+                by_dir[self._log_dir_of[tp]].append(part)
+            for log_dir, parts in by_dir.items():
+                log_dir.mkdir(parents=True, exist_ok=True)
+                write_offsets_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT, {p.tp: p.recovery_point for p in parts}
+                )
+                write_offsets_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+                    {p.tp: p.log_start_offset for p in parts},
+                )
+
+    def shutdown(self) -> None:
+        """Flush every log, write checkpoints, then the clean-shutdown markers."""
+        with self._lock:
+            for part in self._logs.values():
+                part.close(clean=True)
+            self.flush_checkpoints()
+            for log_dir in self.log_dirs:
+                atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
+            self._logs.clear()
+            self._log_dir_of.clear()

@@ -1,0 +1,774 @@
+"""One partition's log: ordered segments, offsets, appends, reads, recovery and retention.
+
+Offsets kept here (spec §1.1):
+
+* ``log_start_offset``: first offset visible to clients, across both tiers;
+* ``local_log_start_offset``: first offset held locally, always >= ``log_start_offset``;
+* ``log_end_offset`` (LEO): next offset to assign; the high watermark and last stable offset
+  equal it in single-node mode (no replicas, no transactions);
+* ``highest_offset_in_remote_storage``: last offset known uploaded, -1 until then, never
+  decreasing;
+* ``recovery_point``: everything below it is fsynced and was validated, so recovery after a
+  crash starts at the segment holding it.
+
+Locking: mutations hold ``self._lock``. Reads take it only to snapshot the segment list and
+sizes, then ``pread`` outside it; a segment removed by retention keeps its fd open until its
+delayed deletion, so a read in flight never hits a closed file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from tierlog.log.config import LogConfig
+from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
+from tierlog.log.index import CorruptIndexError
+from tierlog.log.leader_epoch import LeaderEpochCache
+from tierlog.log.names import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    PARTITION_METADATA,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    TopicPartition,
+    offset_from_file_name,
+)
+from tierlog.log.producer_state import (
+    ProducerEntry,
+    ProducerStateError,
+    ProducerStateManager,
+)
+from tierlog.log.segment import BatchInfo, LogSegment
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import (
+    RECORDS_OFFSET,
+    BatchHeader,
+    RecordsError,
+    scan_batches,
+    set_base_offset,
+    set_log_append_time_split,
+    set_partition_leader_epoch,
+    validate_client_batch,
+)
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+    """The batch repeated one already in the log; the offsets are the original ones."""
+    records_count: int = 0
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    chunks: list[bytes | memoryview]
+    size: int
+    first_batch_offset: int = -1
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """Read-only view of a segment for the tiering layer."""
+
+    base_offset: int
+    next_offset: int
+    """Base offset of the next segment (or the LEO for the active one)."""
+    size: int
+    largest_timestamp: int
+    log_path: Path
+    offset_index_path: Path
+    time_index_path: Path
+    txn_index_path: Path
+    """May not exist: tierlog writes no transaction index entries yet."""
+    is_active: bool
+
+    @property
+    def end_offset(self) -> int:
+        return self.next_offset - 1
+
+
+@dataclass(slots=True)
+class _PendingDelete:
+    due_ms: int
+    segment: LogSegment
+    paths: list[Path] = field(default_factory=list)
+
+
+INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__remote_log_metadata", "__cluster_metadata"}
+)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        directory: Path,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        had_clean_shutdown: bool = True,
+        remote_enabled: bool = False,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.tp = tp
+        self.dir = directory
+        self.config = config
+        self.remote_enabled = remote_enabled
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[_PendingDelete] = []
+        self._jitter_ms = self._new_jitter()
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.highest_offset_in_remote_storage = -1
+        directory.mkdir(parents=True, exist_ok=True)
+        meta_path = directory / PARTITION_METADATA
+        stored_id = read_partition_metadata(meta_path)
+        if topic_id is not None and stored_id != topic_id:
+            write_partition_metadata(meta_path, topic_id)
+            stored_id = topic_id
+        self.topic_id = stored_id
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(directory)
+        self._load(recovery_point, log_start_offset, had_clean_shutdown)
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def remote_copy_enabled(self) -> bool:
+        """Tiered with uploads on: local deletion waits for uploads, local.* retention."""
+        return self.remote_enabled and not self.config.remote_log_copy_disable
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        """Bytes held locally."""
+        return sum(s.size for s in self._segments)
+
+    # -- loading and recovery ---------------------------------------------------------------
+
+    def _new_jitter(self) -> int:
+        j = self.config.segment_jitter_ms
+        return random.randrange(j) if j > 0 else 0
+
+    def _load(self, recovery_point: int, log_start_ckpt: int | None, clean: bool) -> None:
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
+                path.unlink(missing_ok=True)
+        bases = sorted(offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX))
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            for p in self.dir.glob("*" + suffix):
+                if offset_from_file_name(p) not in bases:
+                    p.unlink()
+        now = self._clock()
+        if not bases:
+            start = log_start_ckpt if log_start_ckpt is not None else 0
+            self._segments = [LogSegment(self.dir, start, self.config, now, active=True)]
+        else:
+            self._segments = [
+                LogSegment(self.dir, b, self.config, now, active=(i == len(bases) - 1))
+                for i, b in enumerate(bases)
+            ]
+        self._bases = [s.base_offset for s in self._segments]
+
+        recover_from = 0
+        if not clean:
+            recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+            log.info("%s: unclean shutdown, recovering from offset %d", self.tp, recovery_point)
+        else:
+            recover_from = len(self._segments)
+        for i, seg in enumerate(self._segments[:recover_from]):
+            try:
+                seg.sanity_check()
+                seg.load_tail()
+            except (CorruptIndexError, RecordsError, ValueError) as exc:
+                log.warning("%s: rebuilding indexes of %s: %s", self.tp, seg.log_path, exc)
+                if seg.recover():
+                    self._drop_segments_after(i)
+                    break
+            if i < len(self._segments) - 1:
+                seg.next_offset = self._segments[i + 1].base_offset
+        else:
+            i = recover_from
+            while i < len(self._segments):
+                seg = self._segments[i]
+                epoch_latest = self.leader_epoch_cache.latest_epoch()
+
+                def track_epoch(h: BatchHeader) -> None:
+                    nonlocal epoch_latest
+                    ple = h.partition_leader_epoch
+                    if ple >= 0 and (epoch_latest is None or ple > epoch_latest):
+                        self.leader_epoch_cache.assign(ple, h.base_offset)
+                        epoch_latest = ple
+
+                if seg.recover(track_epoch):
+                    self._drop_segments_after(i)
+                    break
+                i += 1
+        for i, seg in enumerate(self._segments[:-1]):
+            seg.next_offset = max(seg.next_offset, self._segments[i + 1].base_offset)
+        active = self._segments[-1]
+        if not active.offset_index.writable:
+            active.make_active(self.config)
+        leo = self.log_end_offset
+        if not clean:
+            for seg in self._segments[recover_from:]:
+                seg.flush()
+            recovery_point = leo
+        self.recovery_point = min(recovery_point, leo)
+
+        first_base = self._segments[0].base_offset
+        ckpt = log_start_ckpt if log_start_ckpt is not None else first_base
+        self.log_start_offset = min(ckpt if self.remote_enabled else max(ckpt, first_base), leo)
+        self.local_log_start_offset = max(self.log_start_offset, first_base)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state(leo)
+
+    def _drop_segments_after(self, index: int) -> None:
+        """A corrupt segment was truncated: nothing after it can be trusted."""
+        for seg in self._segments[index + 1 :]:
+            log.warning("%s: deleting %s after corruption", self.tp, seg.log_path)
+            seg.close()
+            for p in seg.files():
+                p.unlink(missing_ok=True)
+        del self._segments[index + 1 :]
+        self._bases = [s.base_offset for s in self._segments]
+
+    def _rebuild_producer_state(self, leo: int) -> None:
+        ps = self.producer_state
+        snap = ps.load_latest_snapshot(leo)
+        start = snap if snap is not None else self.local_log_start_offset
+        start = max(start, self.local_log_start_offset)
+        if snap is None or snap < start:
+            ps.clear(start)
+        if start < leo:
+            for h in self._iter_headers_from(start):
+                ps.replay(h)
+        ps.last_map_offset = leo
+
+    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        idx = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for seg in self._segments[idx:]:
+            start = seg.offset_index.lookup(offset).position if seg.base_offset <= offset else 0
+            for h in seg.iter_batches(start):
+                if h.last_offset >= offset:
+                    yield h
+
+    # -- append --------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, batches: bytes | bytearray | memoryview, leader_epoch: int, required_acks: int = 1
+    ) -> AppendResult:
+        """Validate, assign offsets and write ``batches`` atomically (all or nothing).
+
+        ``required_acks`` is accepted for the contract; with one replica every append is
+        fully acknowledged once written.
+        """
+        del required_acks
+        view = memoryview(batches)
+        cfg = self.config
+        try:
+            headers = scan_batches(view)
+            for h in headers:
+                validate_client_batch(h)
+        except RecordsError as exc:
+            raise LogAppendError(exc.code, exc.message) from exc
+        if not headers:
+            with self._lock:
+                return AppendResult(-1, -1, -1, self.log_start_offset)
+        total = headers[-1].end
+        for h in headers:
+            if h.size > cfg.max_message_bytes:
+                raise LogAppendError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}",
+                )
+        if total > cfg.segment_bytes:
+            raise LogAppendError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"{total} bytes exceed segment.bytes {cfg.segment_bytes}",
+            )
+        with self._lock:
+            now = self._clock()
+            append_time = now if cfg.log_append_time else -1
+            if not cfg.log_append_time:
+                self._check_timestamps(headers, now)
+            duplicate = self._check_producers(headers)
+            if isinstance(duplicate, AppendResult):
+                return duplicate
+            staged = duplicate
+            next_offset = self.log_end_offset
+            infos: list[BatchInfo] = []
+            buffers: list[bytes | bytearray | memoryview] = []
+            records = 0
+            max_ts = -1
+            for h in headers:
+                hdr = bytearray(view[h.position : h.position + RECORDS_OFFSET])
+                set_base_offset(hdr, 0, next_offset)
+                set_partition_leader_epoch(hdr, 0, leader_epoch)
+                last_offset = next_offset + h.last_offset_delta
+                batch_ts = h.max_timestamp
+                body = view[h.position + RECORDS_OFFSET : h.end]
+                if append_time >= 0:
+                    batch_ts = append_time
+                    set_log_append_time_split(hdr, body, append_time)
+                buffers.append(hdr)
+                buffers.append(body)
+                infos.append(BatchInfo(h.size, last_offset, batch_ts))
+                if h.producer_id >= 0 and not h.is_control:
+                    ProducerStateManager.stage_batch(
+                        staged[h.producer_id], h, last_offset, batch_ts
+                    )
+                records += h.records_count
+                max_ts = max(max_ts, batch_ts)
+                next_offset = last_offset + 1
+            base_offset = self.log_end_offset
+            active = self.active_segment
+            if active.should_roll(cfg, total, max_ts, next_offset - 1, now, self._jitter_ms):
+                active = self._roll_locked()
+            try:
+                active.append(buffers, infos)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.tp}: append failed: {exc}") from exc
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, base_offset)
+            self.producer_state.commit(staged, next_offset)
+            self._unflushed_messages += records
+            if self._unflushed_messages >= cfg.flush_messages:
+                self._flush_locked()
+            return AppendResult(
+                base_offset,
+                next_offset - 1,
+                append_time,
+                self.log_start_offset,
+                records_count=records,
+                size=total,
+            )
+
+    def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
+        """CreateTime bounds, on the batch's base and max timestamps (no record decoding)."""
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        for h in headers:
+            if h.base_timestamp >= 0 and now - h.base_timestamp > before:
+                raise LogAppendError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"timestamp {h.base_timestamp} is more than {before} ms before now",
+                )
+            if h.max_timestamp - now > after:
+                raise LogAppendError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"timestamp {h.max_timestamp} is more than {after} ms after now",
+                )
+
+    def _check_producers(
+        self, headers: list[BatchHeader]
+    ) -> AppendResult | dict[int, ProducerEntry]:
+        staged: dict[int, ProducerEntry] = {}
+        ps = self.producer_state
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            dup = ps.find_duplicate(h)
+            if dup is not None:
+                log_append = self.config.log_append_time
+                return AppendResult(
+                    dup.first_offset,
+                    dup.last_offset,
+                    dup.timestamp if log_append else -1,
+                    self.log_start_offset,
+                    duplicate=True,
+                )
+            try:
+                ps.check_and_stage(h, staged)
+            except ProducerStateError as exc:
+                raise LogAppendError(exc.code, str(exc)) from exc
+        return staged
+
+    # -- roll / flush ----------------------------------------------------------------------
+
+    def roll(self) -> LogSegment:
+        with self._lock:
+            return self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        new_base = self.log_end_offset
+        active = self.active_segment
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        active.on_become_inactive()
+        active.flush()
+        self.producer_state.last_map_offset = new_base
+        self.producer_state.take_snapshot()
+        seg = LogSegment(self.dir, new_base, self.config, self._clock(), active=True)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._jitter_ms = self._new_jitter()
+        self.recovery_point = max(self.recovery_point, new_base)
+        return seg
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        for seg in self._segments:
+            if seg.base_offset >= self.recovery_point or seg is self.active_segment:
+                seg.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    # -- read ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        min_one_message: bool = True,
+        upper_bound: Literal["hw", "lso"] = "hw",
+    ) -> FetchData:
+        """Whole batches from the one holding ``offset``, within ``max_bytes``.
+
+        ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
+        (Kafka's rule that keeps a consumer from stalling on a large batch).
+        """
+        del upper_bound  # HW == LSO == LEO with one replica and no transactions
+        with self._lock:
+            segments = list(self._segments)
+            bases = list(self._bases)
+            leo = self.log_end_offset
+            active_size = self.active_segment.size
+            local_start = self.local_log_start_offset
+            log_start = self.log_start_offset
+        if offset < local_start or offset > leo or offset < log_start:
+            raise OffsetOutOfRange(offset, log_start, local_start, leo)
+        if offset == leo:
+            return FetchData([], 0)
+        idx = max(0, bisect.bisect_right(bases, offset) - 1)
+        for i in range(idx, len(segments)):
+            seg = segments[i]
+            max_position = active_size if i == len(segments) - 1 else seg.size
+            got = seg.read(offset, max_bytes, max_position, min_one_message)
+            if got is not None:
+                first, data = got
+                if not data:
+                    return FetchData([], 0, first.base_offset)
+                return FetchData([data], len(data), first.base_offset)
+        return FetchData([], 0)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int | None] | None:
+        """First local record with timestamp >= ``timestamp_ms``: (offset, ts, leader epoch)."""
+        with self._lock:
+            segments = list(self._segments)
+            start = self.local_log_start_offset
+        for seg in segments:
+            if seg.largest_timestamp >= timestamp_ms and seg.size > 0:
+                found = seg.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    off, ts, epoch = found
+                    return off, ts, epoch if epoch >= 0 else None
+        return None
+
+    def offset_for_max_timestamp(self) -> tuple[int, int, int | None] | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the first batch with the largest local timestamp."""
+        with self._lock:
+            segments = list(self._segments)
+        best: LogSegment | None = None
+        for seg in segments:
+            if seg.size > 0 and (
+                best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        h = best.batch_at_max_timestamp()
+        if h is None:
+            return None
+        epoch = h.partition_leader_epoch
+        found = best.find_offset_by_timestamp(h.max_timestamp, h.base_offset)
+        offset = found[0] if found is not None else h.last_offset
+        return offset, h.max_timestamp, epoch if epoch >= 0 else None
+
+    # -- log start offset ------------------------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (<= HW); returns it."""
+        with self._lock:
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRange(
+                    offset, self.log_start_offset, self.local_log_start_offset, self.log_end_offset
+                )
+            self._maybe_increment_log_start_offset(offset)
+            return self.log_start_offset
+
+    def update_log_start_offset_from_remote(self, offset: int) -> None:
+        with self._lock:
+            if not self.remote_enabled:
+                log.warning("%s: ignoring remote log start offset on a local log", self.tp)
+                return
+            self._maybe_increment_log_start_offset(offset)
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        with self._lock:
+            if not self.remote_enabled:
+                log.warning("%s: ignoring highest remote offset on a local log", self.tp)
+                return
+            if offset > self.highest_offset_in_remote_storage:
+                self.highest_offset_in_remote_storage = offset
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.local_log_start_offset = max(self.local_log_start_offset, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+        self.producer_state.last_map_offset = self.log_end_offset
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass (spec §1.8); returns the number of segments deleted."""
+        now = self._clock() if now_ms is None else now_ms
+        with self._lock:
+            self._remove_due_deletes(now)
+            self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
+            if now - self._last_flush_ms >= self.config.flush_ms:
+                self._flush_locked()
+            if not self.config.delete_enabled:
+                return 0
+            deleted = self._delete_log_start_breached()
+            deleted += self._delete_size_breached()
+            deleted += self._delete_time_breached(now)
+            return deleted
+
+    def _delete_time_breached(self, now: int) -> int:
+        retention = self.config.effective_local_retention_ms(self.remote_copy_enabled)
+        if retention < 0:
+            return 0
+        return self._delete_old_segments(
+            lambda seg, _nxt: now - seg.largest_timestamp > retention, "retention.ms"
+        )
+
+    def _delete_size_breached(self) -> int:
+        retention = self.config.effective_local_retention_bytes(self.remote_copy_enabled)
+        size = self.size
+        if retention < 0 or size < retention:
+            return 0
+        diff = size - retention
+
+        def breached(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_old_segments(breached, "retention.bytes")
+
+    def _delete_log_start_breached(self) -> int:
+        def breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            limit = (
+                self.local_log_start_offset if self.remote_copy_enabled else self.log_start_offset
+            )
+            return nxt is not None and nxt.base_offset <= limit
+
+        return self._delete_old_segments(breached, "log start offset")
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> int:
+        deletable: list[LogSegment] = []
+        should_roll = False
+        hw = self.high_watermark
+        for i, seg in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            hit = hw >= upper and predicate(seg, nxt)
+            if hit and self.remote_enabled and nxt is None and seg.size > 0:
+                should_roll = True
+            last_and_empty = nxt is None and seg.size == 0
+            if hit and not last_and_empty and self._eligible_for_deletion(nxt, upper):
+                deletable.append(seg)
+            else:
+                break
+        if should_roll:
+            log.info("%s: rolling the active segment so that it can be tiered", self.tp)
+            self._roll_locked()
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            new = self._roll_locked()
+            if deletable[-1] is new:
+                deletable.pop()
+        for seg in deletable:
+            self._remove_segment(seg, reason)
+        first = self._segments[0].base_offset
+        if self.remote_copy_enabled:
+            self.local_log_start_offset = max(self.local_log_start_offset, first)
+        else:
+            self._maybe_increment_log_start_offset(first)
+            self.local_log_start_offset = max(self.local_log_start_offset, first)
+        return len(deletable)
+
+    def _eligible_for_deletion(self, nxt: LogSegment | None, upper: int) -> bool:
+        if not self.remote_copy_enabled:
+            return True
+        lso_passed = nxt is not None and self.log_start_offset >= nxt.base_offset
+        return (upper > 0 and upper - 1 <= self.highest_offset_in_remote_storage) or lso_passed
+
+    def _remove_segment(self, seg: LogSegment, reason: str) -> None:
+        log.info("%s: deleting segment %d (%s)", self.tp, seg.base_offset, reason)
+        self._segments.remove(seg)
+        self._bases = [s.base_offset for s in self._segments]
+        paths = seg.rename_to_deleted()
+        self.producer_state.delete_snapshot(seg.base_offset)
+        due = self._clock() + self.config.file_delete_delay_ms
+        self._pending_deletes.append(_PendingDelete(due, seg, paths))
+        if self.config.file_delete_delay_ms <= 0:
+            self._remove_due_deletes(due)
+
+    def _remove_due_deletes(self, now: int) -> None:
+        keep = []
+        for pending in self._pending_deletes:
+            if pending.due_ms <= now:
+                pending.segment.close()
+                for p in pending.paths:
+                    p.unlink(missing_ok=True)
+            else:
+                keep.append(pending)
+        self._pending_deletes = keep
+
+    # -- tiering hooks ---------------------------------------------------------------------
+
+    def segments(self) -> list[SegmentInfo]:
+        with self._lock:
+            out = []
+            last = len(self._segments) - 1
+            for i, seg in enumerate(self._segments):
+                nxt = self._segments[i + 1].base_offset if i < last else self.log_end_offset
+                out.append(
+                    SegmentInfo(
+                        seg.base_offset,
+                        nxt,
+                        seg.size,
+                        seg.largest_timestamp,
+                        seg.log_path,
+                        seg.index_path,
+                        seg.time_index_path,
+                        seg.txn_index_path,
+                        i == last,
+                    )
+                )
+            return out
+
+    def producer_snapshot_for(self, next_base_offset: int) -> Path:
+        """The producer-state snapshot taken when the segment ending there was sealed.
+
+        Rebuilt from the nearest older snapshot if it was lost (e.g. after a crash).
+        """
+        with self._lock:
+            path = self.producer_state.snapshot_path(next_base_offset)
+            if path.exists():
+                return path
+            if next_base_offset > self.log_end_offset:
+                raise ValueError(f"{next_base_offset} is beyond the log end offset")
+            rebuilt = ProducerStateManager(self.dir)
+            snap = rebuilt.load_latest_snapshot(self.log_end_offset)
+            start = self.local_log_start_offset
+            if snap is not None and snap <= next_base_offset:
+                start = max(snap, start)
+            else:
+                rebuilt.clear(start)
+            for h in self._iter_headers_from(start):
+                if h.base_offset >= next_base_offset:
+                    break
+                rebuilt.replay(h)
+            rebuilt.last_map_offset = next_base_offset
+            return rebuilt.take_snapshot()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply from the next roll (index sizes) or the next pass (retention)."""
+        with self._lock:
+            self.config = config
+
+    def close(self, clean: bool = True) -> None:
+        """Flush and snapshot producer state (clean) and release every file."""
+        with self._lock:
+            if clean:
+                self._flush_locked()
+                self.producer_state.last_map_offset = self.log_end_offset
+                self.producer_state.take_snapshot()
+                self.active_segment.offset_index.trim()
+                self.active_segment.time_index.trim()
+            for seg in self._segments:
+                seg.close()
+            self._remove_due_deletes(2**63 - 1)
+
+    def delete_files(self) -> None:
+        """Remove everything on disk (topic deletion); the log must not be used afterwards."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+            for pending in self._pending_deletes:
+                pending.segment.close()
+            self._segments = []
+            for p in self.dir.iterdir():
+                p.unlink(missing_ok=True)
+            os.rmdir(self.dir)
