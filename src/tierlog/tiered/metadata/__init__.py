@@ -6,6 +6,39 @@ Depends only on ``tierlog.tiered.api``; the metadata topic is reached through th
 """
 
 from tierlog.tiered.metadata.cache import RemoteLogMetadataCache
+from tierlog.tiered.metadata.memory_topic_io import InMemoryMetadataTopicIO
 from tierlog.tiered.metadata.partition_snapshot import EpochSnapshot, PartitionSnapshot
+from tierlog.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner, murmur2
+from tierlog.tiered.metadata.serde import MetadataSerdeError, deserialize, serialize
+from tierlog.tiered.metadata.topic_based import (
+    RemoteLogMetadataInitializationError,
+    TopicBasedRemoteLogMetadataManager,
+)
+from tierlog.tiered.metadata.topic_based_config import TopicBasedRlmmConfig
+from tierlog.tiered.metadata.topic_io import (
+    METADATA_TOPIC,
+    METADATA_TOPIC_CONFIGS,
+    MetadataTopicIO,
+)
 
-__all__ = ["EpochSnapshot", "PartitionSnapshot", "RemoteLogMetadataCache"]
+#: Value for ``remote.log.metadata.manager.class.name`` (the broker's default alias target).
+TOPIC_BASED_RLMM_CLASS = "tierlog.tiered.metadata.topic_based:TopicBasedRemoteLogMetadataManager"
+
+__all__ = [
+    "METADATA_TOPIC",
+    "METADATA_TOPIC_CONFIGS",
+    "TOPIC_BASED_RLMM_CLASS",
+    "EpochSnapshot",
+    "InMemoryMetadataTopicIO",
+    "MetadataSerdeError",
+    "MetadataTopicIO",
+    "PartitionSnapshot",
+    "RemoteLogMetadataCache",
+    "RemoteLogMetadataInitializationError",
+    "RemoteLogMetadataTopicPartitioner",
+    "TopicBasedRemoteLogMetadataManager",
+    "TopicBasedRlmmConfig",
+    "deserialize",
+    "murmur2",
+    "serialize",
+]

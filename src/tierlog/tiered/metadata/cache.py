@@ -196,6 +196,11 @@ class RemoteLogMetadataCache:
         with self._lock:
             return list(self._id_to_metadata.values())
 
+    def has_segment(self, segment_id: RemoteLogSegmentId) -> bool:
+        """True for a segment in any state but DELETE_SEGMENT_FINISHED."""
+        with self._lock:
+            return segment_id in self._id_to_metadata
+
     def is_empty(self) -> bool:
         with self._lock:
             return not self._id_to_metadata
