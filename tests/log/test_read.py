@@ -1,0 +1,85 @@
+"""Fetch semantics: offset lookup through the index, max_bytes, minOneMessage, timestamps."""
+
+from __future__ import annotations
+
+import pytest
+from log_helpers import ManagerFactory, batch, new_log
+
+from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
+from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+
+BASE_TS = 1_700_000_000_000
+
+
+def filled(
+    make_manager: ManagerFactory, batches: int = 30, cfg: LogConfig | None = None
+) -> PartitionLog:
+    part = new_log(make_manager(cfg or LogConfig(index_interval_bytes=200, segment_bytes=2_000)))
+    for i in range(batches):
+        part.append_as_leader(batch(4, ts=BASE_TS + 10 * i, value_size=20, tag=i), leader_epoch=0)
+    return part
+
+
+def test_read_returns_whole_batches_starting_at_the_one_holding_offset(
+    make_manager: ManagerFactory,
+) -> None:
+    part = filled(make_manager)
+    assert len(part.segments()) >= 3  # reads cross segment and index boundaries
+    for offset in range(0, 120, 7):
+        data = part.read(offset, 500).to_bytes()
+        headers = scan_batches(data)
+        assert headers[0].base_offset <= offset <= headers[0].last_offset
+        assert sum(h.size for h in headers) == len(data) <= 500
+        values = [r.value for r in iter_records(data, headers[0])]
+        assert values[0] == bytes([65 + (offset // 4) % 26]) * 20
+
+
+def test_max_bytes_smaller_than_first_batch(make_manager: ManagerFactory) -> None:
+    part = filled(make_manager, 3)
+    size = scan_batches(part.read(0, 10_000).to_bytes())[0].size
+    with_min = part.read(0, 10, min_one_message=True)
+    assert with_min.size == size and len(scan_batches(with_min.to_bytes())) == 1
+    without = part.read(0, 10, min_one_message=False)
+    assert without.size == 0 and without.chunks == []
+
+
+def test_read_at_log_end_is_empty_and_beyond_is_out_of_range(make_manager: ManagerFactory) -> None:
+    part = filled(make_manager, 3)
+    assert part.read(12, 1000).size == 0
+    with pytest.raises(OffsetOutOfRange) as info:
+        part.read(13, 1000)
+    assert info.value.log_end_offset == 12
+
+
+def test_read_chunks_are_not_python_level_record_copies(make_manager: ManagerFactory) -> None:
+    part = filled(make_manager, 5, LogConfig())
+    fetch = part.read(0, 1 << 20)
+    assert len(fetch.chunks) == 1
+    assert isinstance(fetch.chunks[0], bytes | memoryview)
+    assert fetch.size == part.segments()[0].size
+
+
+def test_offset_for_timestamp_uses_time_index(make_manager: ManagerFactory) -> None:
+    part = filled(make_manager)
+    # batch i has timestamp BASE_TS + 10*i for all 4 records, offsets 4i..4i+3
+    assert part.offset_for_timestamp(BASE_TS + 55) == (24, BASE_TS + 60, 0)
+    assert part.offset_for_timestamp(BASE_TS + 60) == (24, BASE_TS + 60, 0)
+    assert part.offset_for_timestamp(0) == (0, BASE_TS, 0)
+    assert part.offset_for_timestamp(BASE_TS + 10_000) is None
+
+
+def test_offset_for_timestamp_inside_a_batch(make_manager: ManagerFactory) -> None:
+    part = new_log(make_manager())
+    recs = [SimpleRecord(b"v", timestamp=BASE_TS + t) for t in (5, 1, 9, 7)]
+    part.append_as_leader(build_batch([b"x"], timestamp=BASE_TS), leader_epoch=2)
+    part.append_as_leader(build_batch(recs), leader_epoch=2)
+    assert part.offset_for_timestamp(BASE_TS + 6) == (3, BASE_TS + 9, 2)
+    assert part.offset_for_max_timestamp() == (3, BASE_TS + 9, 2)
+
+
+def test_log_append_time_sets_batch_timestamp(make_manager: ManagerFactory, clock) -> None:  # type: ignore[no-untyped-def]
+    part = new_log(make_manager(LogConfig(message_timestamp_type="LogAppendTime")))
+    result = part.append_as_leader(batch(3, ts=5), leader_epoch=0)
+    assert result.log_append_time_ms == clock.now
+    data = part.read(0, 10_000).to_bytes()
+    assert {r.timestamp for r in iter_records(data)} == {clock.now}
