@@ -18,7 +18,7 @@ from tierlog.server.group.model import (
     OffsetFetchGroup,
     OffsetFetchRequest,
 )
-from tierlog.server.group.schema import decode_key, decode_offset_value
+from tierlog.server.group.schema import OffsetKey, decode_key, decode_offset_value
 
 PARTITIONS = 4
 TOPIC_ID = uuid.UUID(int=7)
@@ -104,8 +104,7 @@ async def test_records_land_in_kafka_format_on_the_group_partition(tmp_path: Pat
     store_view = LogOffsetsStore(broker.log_for, PARTITIONS)
     records = await store_view.load()
     assert len(records) == 2
-    key = decode_key(records[0][0])
-    assert (key.group_id, key.topic, key.partition) == ("simple", "events", 0)  # type: ignore[union-attr]
+    assert decode_key(records[0][0]) == OffsetKey("simple", "events", 0)
     assert records[0][1] is not None
     assert decode_offset_value(records[0][1]).offset == 5
     assert log.log_end_offset == 2  # one batch, two records

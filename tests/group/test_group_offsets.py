@@ -27,6 +27,7 @@ from tierlog.server.group.model import (
     LeavingMember,
     OffsetCommitPartition,
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetFetchGroup,
     OffsetFetchRequest,
     TopicPartition,
@@ -39,7 +40,6 @@ def commit_req(
     group_id: str = GROUP,
     generation: int = -1,
     member_id: str = "",
-    **kw: object,
 ) -> OffsetCommitRequest:
     return OffsetCommitRequest(
         group_id=group_id,
@@ -49,7 +49,6 @@ def commit_req(
             OffsetCommitPartition(topic=t, partition=p, offset=o, leader_epoch=3, metadata="m")
             for (t, p), o in offsets.items()
         ),
-        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -65,8 +64,8 @@ async def committed(
     return {(p.topic, p.partition): p.offset for p in group.partitions}
 
 
-def codes(reply: object) -> list[ErrorCode]:
-    return [p.error_code for p in reply.partitions]  # type: ignore[attr-defined]
+def codes(reply: OffsetCommitResponse) -> list[ErrorCode]:
+    return [p.error_code for p in reply.partitions]
 
 
 @run_async
