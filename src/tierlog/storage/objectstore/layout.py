@@ -2,6 +2,9 @@
 
 ``<prefix>[<hash>/]<topic>-<topicId>/<partition>/<20-digit start offset>-<segment id>.<suffix>``
 
+(a topic name too long to fit one 255-byte path component is shortened, see
+``topic_dir_name``).
+
 Ids are rendered like Kafka's ``Uuid.toString()`` (22-char URL-safe base64) so keys match
 the Aiven layout and stay short. The optional hash directory is derived from the partition
 directory, so all objects of a partition stay under one listable prefix while different
@@ -30,8 +33,25 @@ def parse_kafka_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
+#: Longest key component most file systems accept (NAME_MAX).
+_MAX_COMPONENT = 255
+
+
+def topic_dir_name(topic: str, topic_id: uuid.UUID) -> str:
+    """``<topic>-<topicId>``; a topic name too long for one path component (Kafka allows
+    249 characters, plus 23 for the id) is cut and tagged with a hash of the full name.
+    The topic id keeps the name unique either way."""
+    tail = f"-{kafka_uuid(topic_id)}"
+    name = topic + tail
+    if len(name.encode()) <= _MAX_COMPONENT:
+        return name
+    digest = f"~{zlib.crc32(topic.encode()):08x}"
+    keep = _MAX_COMPONENT - len(tail) - len(digest)
+    return topic.encode()[:keep].decode(errors="ignore") + digest + tail
+
+
 def partition_dir(tip: TopicIdPartition) -> str:
-    return f"{tip.topic}-{kafka_uuid(tip.topic_id)}/{tip.partition}/"
+    return f"{topic_dir_name(tip.topic, tip.topic_id)}/{tip.partition}/"
 
 
 def hash_dir(partition_directory: str, mask: int) -> str:

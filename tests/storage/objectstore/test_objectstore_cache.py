@@ -1,0 +1,149 @@
+"""Caches: single flight, failures never cached, frequency-aware eviction, TTL, disk store,
+and the token bucket's pacing (with a fake clock, not timed)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tierlog.storage.objectstore.cache import disk_chunk_cache, memory_cache
+from tierlog.storage.objectstore.ratelimit import TokenBucket
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_concurrent_readers_of_one_key_share_a_single_load() -> None:
+    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    release = threading.Event()
+    calls = 0
+
+    def loader() -> bytes:
+        nonlocal calls
+        calls += 1
+        assert release.wait(10)
+        return b"value"
+
+    results: list[bytes] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(cache.get("k", loader))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    _wait_for(lambda: "k" in cache._flights)  # the first reader is loading
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert results == [b"value"] * 8
+    assert calls == 1
+
+
+def test_failed_load_is_not_cached_and_waiters_see_the_error() -> None:
+    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+
+    def failing() -> bytes:
+        raise OSError("boom")
+
+    with pytest.raises(OSError, match="boom"):
+        cache.get("k", failing)
+    assert "k" not in cache
+    assert cache.get("k", lambda: b"ok") == b"ok"
+    assert cache.stats.load_failures == 1
+
+
+def test_eviction_keeps_entries_read_twice_over_a_one_pass_scan() -> None:
+    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    for key in ("hot1", "hot2"):
+        cache.get(key, lambda: b"h" * 100)
+        cache.get(key, lambda: b"never")  # second read: promoted
+    for i in range(30):  # a cold sequential scan, 3x the capacity
+        cache.get(f"cold{i}", lambda: b"c" * 100)
+    assert "hot1" in cache and "hot2" in cache
+    assert cache.weight <= 1000
+    assert cache.stats.evictions >= 20
+
+
+def test_entries_expire_after_ttl_without_access() -> None:
+    clock = FakeClock()
+    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=10, weigher=len, clock=clock)
+    cache.get("a", lambda: b"1")
+    clock.now = 5
+    assert cache.get("a", lambda: b"reloaded") == b"1"  # access refreshes
+    clock.now = 14.9
+    assert cache.get("a", lambda: b"reloaded") == b"1"
+    clock.now = 30
+    assert cache.get("a", lambda: b"reloaded") == b"reloaded"
+
+
+def test_entry_bigger_than_the_cache_is_served_but_not_kept() -> None:
+    cache = memory_cache("t", capacity_bytes=10, ttl_seconds=60, weigher=len)
+    assert cache.get("big", lambda: b"x" * 11) == b"x" * 11
+    assert "big" not in cache and cache.weight == 0
+
+
+def test_prefetched_entry_counts_a_prefetch_hit_once() -> None:
+    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    assert cache.prefetch("p", lambda: b"data")
+    assert not cache.prefetch("p", lambda: b"again")  # already resident
+    assert cache.get("p", lambda: b"never") == b"data"
+    assert cache.get("p", lambda: b"never") == b"data"
+    assert cache.stats.prefetch_hits == 1
+    assert cache.stats.misses == 1  # only the prefetch load
+
+
+def test_disk_cache_wipes_its_directory_on_start_and_renames_atomically(tmp_path: Path) -> None:
+    directory = tmp_path / "chunks"
+    directory.mkdir()
+    (directory / "stale-from-last-run").write_bytes(b"old")
+    cache = disk_chunk_cache(directory, capacity_bytes=1000, ttl_seconds=60)
+    assert list(directory.iterdir()) == []
+    assert cache.get(("seg", 0), lambda: b"a" * 300) == b"a" * 300
+    files = list(directory.iterdir())
+    assert len(files) == 1 and not files[0].name.startswith(".")  # no temp file left
+    assert files[0].read_bytes() == b"a" * 300
+    assert cache.get(("seg", 0), lambda: b"never") == b"a" * 300
+
+
+def test_disk_cache_eviction_deletes_files_and_reloads_vanished_ones(tmp_path: Path) -> None:
+    cache = disk_chunk_cache(tmp_path / "c", capacity_bytes=1000, ttl_seconds=60)
+    for i in range(5):
+        cache.get(("seg", i), lambda i=i: bytes([i]) * 400)
+    assert len(list((tmp_path / "c").iterdir())) == len(cache) == 2
+    for f in (tmp_path / "c").iterdir():
+        f.unlink()  # e.g. an operator cleaned the directory
+    assert cache.get(("seg", 4), lambda: b"reloaded") == b"reloaded"
+
+
+def test_token_bucket_paces_to_the_rate_including_oversized_requests() -> None:
+    clock = FakeClock()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    bucket = TokenBucket(1000, clock=clock, sleep=sleep)
+    assert bucket.acquire(1000) == 0  # the initial burst
+    bucket.acquire(4000)  # larger than the bucket: waits it off
+    assert slept == [4.0]
+    for _ in range(10):
+        bucket.acquire(500)
+    assert clock.now == pytest.approx(9.0)  # 9000 bytes beyond the burst at 1000 B/s
+
+
+def _wait_for(predicate: object, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.001)
+    raise TimeoutError("condition not reached")
