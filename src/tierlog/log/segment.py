@@ -69,6 +69,8 @@ class LogSegment:
         self.index_path = directory / offset_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX)
         self.txn_index_path = directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX)
+        self.max_index_size = config.segment_index_bytes
+        self.indexes_missing = not (self.index_path.exists() and self.time_index_path.exists())
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(
@@ -90,9 +92,8 @@ class LogSegment:
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if an index cannot belong to this log file."""
-        for path in (self.index_path, self.time_index_path):
-            if not path.exists():
-                raise CorruptIndexError(f"{path} is missing")
+        if self.indexes_missing:
+            raise CorruptIndexError(f"an index of {self.log_path} is missing")
         self.offset_index.sanity_check(self.size)
 
     def load_tail(self) -> None:
@@ -127,6 +128,10 @@ class LogSegment:
         can rebuild producer state and the epoch cache in the same pass. Returns the number
         of bytes truncated.
         """
+        sealed = not self.offset_index.writable
+        if sealed:
+            self.offset_index.make_writable(self.max_index_size)
+            self.time_index.make_writable(self.max_index_size)
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp_so_far = -1
@@ -159,6 +164,9 @@ class LogSegment:
             os.ftruncate(self.fd, valid_end)
             self.size = valid_end
         self.next_offset = next_offset
+        self.indexes_missing = False
+        if sealed:
+            self.on_become_inactive()
         return truncated
 
     # -- writing -------------------------------------------------------------------------
@@ -230,6 +238,7 @@ class LogSegment:
         self.time_index.trim()
 
     def make_active(self, config: LogConfig) -> None:
+        self.max_index_size = config.segment_index_bytes
         self.offset_index.make_writable(config.segment_index_bytes)
         self.time_index.make_writable(config.segment_index_bytes)
         self.index_interval_bytes = config.index_interval_bytes
