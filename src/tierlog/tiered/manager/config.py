@@ -37,6 +37,9 @@ class RemoteLogManagerConfig:
     list_offsets_timeout_ms: int = 30_000  # remote.list.offsets.request.timeout.ms
     copy_lag_ms: int = 0  # remote.log.copy.lag.ms (0 = upload as soon as sealed)
     copy_lag_bytes: int = 0  # remote.log.copy.lag.bytes
+    initial_task_delay_ms: int = 0
+    """Delay of a new task's first run (Kafka: 0). Tests raise it and drive runs with
+    ``RemoteLogManager.run_now`` so each run is deterministic."""
 
     @property
     def copier_pool_size(self) -> int:

@@ -1,0 +1,801 @@
+"""RemoteLogManager: moves sealed segments to the remote tier, expires them, reads them back.
+
+Tasks (spec §1.4, §1.5, §1.7), each a fixed-delay ``PeriodicTask`` per partition:
+
+* leaders get a copy task (unless ``remote.log.copy.disable``) and an expiration task;
+* followers get a follower task that only tracks the highest uploaded offset.
+
+Threads and the log: RSM and RLMM calls block, so every task and every remote read runs on
+the manager's own pools (see ``scheduling``), never on the asyncio loop. ``PartitionLog``
+is thread-safe (each mutation holds the log's own lock and readers snapshot under it), so
+worker threads call it directly: ``segments()``, offsets, ``producer_snapshot_for``,
+``update_highest_offset_in_remote_storage`` and ``update_log_start_offset_from_remote``.
+No hop to the loop is needed, and ``close()`` cannot deadlock against a loop that waits
+for it.
+
+Ordering rules kept here:
+
+* COPY_SEGMENT_STARTED is durable (its future completed) before any byte is copied, and
+  ``highest_offset_in_remote_storage`` moves only after COPY_SEGMENT_FINISHED is durable,
+  so a crash at any point never lets local retention delete a segment that is not remote;
+* the log start offset moves before any expired segment is deleted;
+* expiration never deletes, and stops its walk at, a segment this broker is copying.
+
+The manager owns the two plugins it is given and closes them in ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.log import PartitionLog, TopicPartition
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.tiered.api import (
+    CustomMetadata,
+    CustomMetadataSizeLimitExceededException,
+    LogSegmentData,
+    RemoteLogMetadataManager,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    RemoteStorageException,
+    RemoteStorageManager,
+    ReplicaNotAvailableException,
+    TopicIdPartition,
+)
+from tierlog.tiered.manager.config import RemoteLogManagerConfig
+from tierlog.tiered.manager.copy_plan import candidate_segments, copy_lag
+from tierlog.tiered.manager.expiration import plan_expiration
+from tierlog.tiered.manager.index_cache import CacheStats, RemoteIndexCache
+from tierlog.tiered.manager.index_files import AbortedTxn
+from tierlog.tiered.manager.lineage import (
+    epoch_checkpoint_bytes,
+    epoch_entries_in_range,
+    epoch_for_offset,
+    find_highest_remote_offset,
+    find_log_start_offset,
+)
+from tierlog.tiered.manager.metrics import RemoteMetrics
+from tierlog.tiered.manager.quota import ByteRateQuota, QuotaConfig, wall_clock_ms
+from tierlog.tiered.manager.reader import (
+    SEARCH_LOCAL,
+    RemoteOffsetOutOfRange,
+    RemoteReadSpec,
+    find_offset_by_timestamp,
+    read_remote_segment,
+)
+from tierlog.tiered.manager.scheduling import (
+    BoundedExecutor,
+    PeriodicTask,
+    RejectedExecution,
+    TaskScheduler,
+)
+
+__all__ = ["RemoteFetchRequest", "RemoteFetchResult", "RemoteLogManager", "StopPartition"]
+
+log = logging.getLogger(__name__)
+
+_S = RemoteLogSegmentState
+QUOTA_WAIT_SLICE_S = 1.0
+
+
+@dataclass(frozen=True)
+class RemoteFetchRequest:
+    """One partition of a consumer Fetch whose offset is below the local log start."""
+
+    log: PartitionLog
+    fetch_offset: int
+    max_bytes: int
+    min_one_message: bool = True
+    read_committed: bool = False
+
+
+@dataclass(frozen=True)
+class RemoteFetchResult:
+    """``error`` NONE with empty ``records`` means "nothing now, fetch again" (throttled,
+    timed out, or past the byte budget); HW and log start come from the caller's local read."""
+
+    request: RemoteFetchRequest
+    error: ErrorCode = ErrorCode.NONE
+    records: bytes = b""
+    aborted_transactions: list[AbortedTxn] | None = None
+    throttled: bool = False
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class StopPartition:
+    log: PartitionLog
+    delete_remote_log: bool = False
+
+
+@dataclass
+class _Partition:
+    log: PartitionLog
+    tip: TopicIdPartition
+    copy_task: PeriodicTask | None = None
+    expiration_task: PeriodicTask | None = None
+    follower_task: PeriodicTask | None = None
+    copied_offset: int | None = None
+    log_start_updated: bool = False
+    log_dir: Path | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        return self.tip.topic, str(self.tip.partition)
+
+    def tasks(self) -> list[PeriodicTask]:
+        return [
+            t for t in (self.copy_task, self.expiration_task, self.follower_task) if t is not None
+        ]
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        config: RemoteLogManagerConfig,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+        log_dir: Path,
+        *,
+        metrics: RemoteMetrics | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.config = config
+        self.rsm = rsm
+        self.rlmm = rlmm
+        self.metrics = metrics if metrics is not None else RemoteMetrics()
+        self._clock = clock_ms
+        self.index_cache = RemoteIndexCache(
+            log_dir,
+            rsm,
+            config.index_cache_total_size_bytes,
+            ttl_ms=config.index_cache_ttl_ms,
+        )
+        self.metrics.attach_index_cache(self._cache_stats)
+        self.copy_quota = ByteRateQuota(
+            QuotaConfig(
+                config.copy_max_bytes_per_second,
+                config.copy_quota_window_num,
+                config.copy_quota_window_size_seconds,
+            )
+        )
+        self.fetch_quota = ByteRateQuota(
+            QuotaConfig(
+                config.fetch_max_bytes_per_second,
+                config.fetch_quota_window_num,
+                config.fetch_quota_window_size_seconds,
+            )
+        )
+        self._copier = ThreadPoolExecutor(config.copier_pool_size, "rlm-copier")
+        self._expirer = ThreadPoolExecutor(config.expiration_pool_size, "rlm-expiration")
+        self._follower = ThreadPoolExecutor(config.thread_pool_size, "rlm-follower")
+        self._readers = BoundedExecutor(
+            config.reader_threads, config.reader_max_pending_tasks, "remote-log-reader"
+        )
+        self._scheduler = TaskScheduler(config.task_interval_ms)
+        self._lock = threading.RLock()
+        self._quota_cv = threading.Condition()
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._being_copied: set[RemoteLogSegmentId] = set()
+        self._started = False
+        self._closed = False
+        self._first_delay_s = config.initial_task_delay_ms / 1000
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._started = True
+
+    def close(self) -> None:
+        """Idempotent and prompt: cancels tasks, wakes quota waiters, then closes plugins."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            tasks = [t for p in self._partitions.values() for t in p.tasks()]
+        for t in tasks:
+            t.cancel()
+        with self._quota_cv:
+            self._quota_cv.notify_all()
+        self._scheduler.close()
+        for pool in (self._copier, self._expirer, self._follower):
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._readers.shutdown()
+        deadline = time.monotonic() + 5.0
+        for t in tasks:
+            t.idle.wait(max(0.0, deadline - time.monotonic()))
+        self.index_cache.close()
+        for plugin in (self.rsm, self.rlmm):
+            try:
+                plugin.close()
+            except Exception:
+                log.exception("closing %s failed", type(plugin).__name__)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _cache_stats(self) -> tuple[CacheStats, int]:
+        return self.index_cache.stats, self.index_cache.total_bytes
+
+    # --- leadership -------------------------------------------------------------------
+
+    def on_leadership_change(
+        self, leaders: Iterable[PartitionLog], followers: Iterable[PartitionLog] = ()
+    ) -> None:
+        """Install the tasks for tiered partitions this broker now leads or follows."""
+        if not self._started:
+            raise RuntimeError("RemoteLogManager.on_leadership_change called before startup()")
+        lead = [p for lg in leaders if lg.remote_enabled and (p := self._track(lg)) is not None]
+        follow = [p for lg in followers if lg.remote_enabled and (p := self._track(lg)) is not None]
+        if not lead and not follow:
+            return
+        self.rlmm.on_partition_leadership_changes({p.tip for p in lead}, {p.tip for p in follow})
+        for p in follow:
+            self._become_follower(p)
+        for p in lead:
+            self._become_leader(p)
+
+    def _track(self, lg: PartitionLog) -> _Partition | None:
+        if lg.topic_id is None:
+            log.warning("%s has no topic id; it cannot be tiered", lg.tp)
+            return None
+        tip = TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition)
+        with self._lock:
+            p = self._partitions.get(lg.tp)
+            if p is None or p.tip != tip or p.log is not lg:
+                if p is not None:
+                    for t in p.tasks():
+                        t.cancel()
+                p = _Partition(lg, tip)
+                self._partitions[lg.tp] = p
+            return p
+
+    def _become_leader(self, p: _Partition) -> None:
+        with self._lock:
+            if p.follower_task is not None:
+                p.follower_task.cancel()
+                p.follower_task = None
+            if p.expiration_task is None or p.expiration_task.is_cancelled():
+                p.expiration_task = PeriodicTask(
+                    f"expire {p.log.tp}", functools.partial(self._expire, p)
+                )
+                self._scheduler.schedule(p.expiration_task, self._expirer, self._first_delay_s)
+            self._sync_copy_task(p)
+
+    def _sync_copy_task(self, p: _Partition) -> None:
+        """Copy runs iff the partition is led here, tiered, and copy is not disabled."""
+        with self._lock:
+            wanted = (
+                p.expiration_task is not None
+                and p.log.remote_enabled
+                and not p.log.config.remote_log_copy_disable
+            )
+            running = p.copy_task is not None and not p.copy_task.is_cancelled()
+            if wanted and not running:
+                p.copied_offset = None
+                p.log_start_updated = False
+                p.copy_task = PeriodicTask(f"copy {p.log.tp}", functools.partial(self._copy, p))
+                self._scheduler.schedule(p.copy_task, self._copier, self._first_delay_s)
+            elif not wanted and running:
+                assert p.copy_task is not None
+                p.copy_task.cancel()
+                p.copy_task = None
+
+    def _become_follower(self, p: _Partition) -> None:
+        with self._lock:
+            for t in (p.copy_task, p.expiration_task):
+                if t is not None:
+                    t.cancel()
+            p.copy_task = p.expiration_task = None
+            self.metrics.copy_lag_bytes.labels(*p.labels).set(0)
+            self.metrics.copy_lag_segments.labels(*p.labels).set(0)
+            if p.follower_task is None or p.follower_task.is_cancelled():
+                p.follower_task = PeriodicTask(
+                    f"follow {p.log.tp}", functools.partial(self._follow, p)
+                )
+                self._scheduler.schedule(p.follower_task, self._follower, self._first_delay_s)
+
+    def on_config_change(self, lg: PartitionLog) -> None:
+        """Apply a changed topic config: copy disable/enable, or tiering newly enabled.
+
+        Turning tiering off is ``disable_remote`` (it deletes remote data and blocks)."""
+        with self._lock:
+            p = self._partitions.get(lg.tp)
+        if p is None:
+            if lg.remote_enabled and self._started:
+                self.on_leadership_change([lg])
+            return
+        self._sync_copy_task(p)
+
+    def stop_partitions(self, stops: Iterable[StopPartition]) -> None:
+        """Cancel tasks; with ``delete_remote_log`` also delete the remote data (blocking:
+        call it off the loop, e.g. ``await asyncio.to_thread(...)``)."""
+        stopped: set[TopicIdPartition] = set()
+        for stop in stops:
+            with self._lock:
+                p = self._partitions.pop(stop.log.tp, None)
+            if p is None:
+                if stop.delete_remote_log and stop.log.topic_id is not None:
+                    tp = stop.log.tp
+                    self.delete_remote_partition(TopicIdPartition(stop.log.topic_id, *tp))
+                continue
+            for t in p.tasks():
+                t.cancel()
+            for t in p.tasks():
+                t.idle.wait(30)
+            self.metrics.remove_partition(p.tip.topic, p.tip.partition)
+            if stop.delete_remote_log:
+                self.delete_remote_partition(p.tip)
+            stopped.add(p.tip)
+        if stopped:
+            self.rlmm.on_stop_partitions(stopped)
+
+    def disable_remote(self, lg: PartitionLog) -> None:
+        """``remote.storage.enable`` turned off with ``remote.log.delete.on.disable=true``:
+        delete every remote segment, then raise the log start offset to the local start."""
+        if not lg.config.remote_log_delete_on_disable:
+            raise ValueError(
+                "remote.storage.enable=false requires remote.log.delete.on.disable=true"
+            )
+        self.stop_partitions([StopPartition(lg, delete_remote_log=True)])
+        lg.delete_records(lg.local_log_start_offset)
+
+    def delete_remote_partition(self, tip: TopicIdPartition) -> None:
+        """Topic deletion: DELETE_STARTED for every segment, the RSM deletes, DELETE_FINISHED
+        for every segment, then the partition-delete records (MARKED, STARTED, FINISHED)."""
+        segments = [
+            s
+            for s in self.rlmm.list_remote_log_segments(tip)
+            if s.state is not _S.DELETE_SEGMENT_FINISHED
+        ]
+        self._publish_all(segments, _S.DELETE_SEGMENT_STARTED)
+        labels = (tip.topic, str(tip.partition))
+        for s in segments:
+            self.metrics.delete_requests.labels(*labels).inc()
+            try:
+                self.rsm.delete_log_segment_data(s)
+            except Exception:
+                self.metrics.delete_errors.labels(*labels).inc()
+                raise
+        self.index_cache.remove_all(s.remote_log_segment_id.id for s in segments)
+        self._publish_all(segments, _S.DELETE_SEGMENT_FINISHED)
+        for state in RemotePartitionDeleteState:
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(tip, state, self._clock(), self.config.broker_id)
+            ).result()
+
+    def _publish_all(
+        self, segments: Sequence[RemoteLogSegmentMetadata], state: RemoteLogSegmentState
+    ) -> None:
+        """Publish one state for many segments, then wait for all (one batch, as Kafka)."""
+        futures = [
+            self.rlmm.update_remote_log_segment_metadata(self._update(s, state)) for s in segments
+        ]
+        for f in futures:
+            f.result()
+
+    # --- copy task ----------------------------------------------------------------------
+
+    def _copy(self, p: _Partition, task: PeriodicTask) -> None:
+        labels = p.labels
+        try:
+            self._copy_run(p, task)
+        except ReplicaNotAvailableException as e:
+            log.debug("%s: metadata not ready, copy skipped: %s", p.tip, e)
+        except CustomMetadataSizeLimitExceededException as e:
+            self.metrics.copy_errors.labels(*labels).inc()
+            log.error("%s: %s; copying is stopped for this partition", p.tip, e)
+            task.cancel()
+        except Exception:
+            if not task.is_cancelled():
+                self.metrics.copy_errors.labels(*labels).inc()
+                log.exception("%s: copy to remote storage failed; retrying next run", p.tip)
+
+    def _copy_run(self, p: _Partition, task: PeriodicTask) -> None:
+        lg = p.log
+        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
+            return
+        if p.log_dir != lg.dir:
+            p.copied_offset = None
+            p.log_start_updated = False
+            p.log_dir = lg.dir
+        epochs = lg.leader_epoch_cache.entries()
+        if not p.log_start_updated:
+            start = find_log_start_offset(
+                epochs, lambda e: self._first_start(p.tip, e), lg.local_log_start_offset
+            )
+            lg.update_log_start_offset_from_remote(start)
+            p.log_start_updated = True
+        if p.copied_offset is None:
+            offset, _epoch = find_highest_remote_offset(
+                epochs,
+                lg.log_end_offset,
+                lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
+            )
+            lg.update_highest_offset_in_remote_storage(offset)
+            p.copied_offset = offset
+        lso = lg.last_stable_offset
+        if lso > 0 and p.copied_offset < lso:
+            from_offset = max(p.copied_offset + 1, lg.log_start_offset)
+            candidates = candidate_segments(
+                lg.segments(),
+                from_offset,
+                lso,
+                now_ms=self._clock(),
+                lag_ms=self.config.copy_lag_ms,
+                lag_bytes=self.config.copy_lag_bytes,
+            )
+            for seg in candidates:
+                if task.is_cancelled() or not self._wait_for_copy_quota(task):
+                    return
+                self.copy_quota.record(seg.size)
+                sid = RemoteLogSegmentId.generate_new(p.tip)
+                with self._lock:
+                    self._being_copied.add(sid)
+                try:
+                    self._copy_segment(p, seg.base_offset, seg.next_offset, seg.size, sid)
+                finally:
+                    with self._lock:
+                        self._being_copied.discard(sid)
+        if not task.is_cancelled():
+            lag_bytes, lag_segments = copy_lag(lg.segments(), lg.highest_offset_in_remote_storage)
+            self.metrics.copy_lag_bytes.labels(*p.labels).set(lag_bytes)
+            self.metrics.copy_lag_segments.labels(*p.labels).set(lag_segments)
+
+    def _first_start(self, tip: TopicIdPartition, epoch: int) -> int | None:
+        for s in self.rlmm.list_remote_log_segments(tip, epoch):
+            return s.start_offset
+        return None
+
+    def _wait_for_copy_quota(self, task: PeriodicTask) -> bool:
+        """Back-pressure: wait (in 1 s slices, woken by close) until the copy rate allows."""
+        with self._quota_cv:
+            while True:
+                if task.is_cancelled() or self._closed:
+                    return False
+                throttle = self.copy_quota.throttle_time_ms()
+                if throttle <= 0:
+                    return True
+                self.metrics.copy_throttle_ms.observe(throttle)
+                self._quota_cv.wait(min(QUOTA_WAIT_SLICE_S, throttle / 1000))
+
+    def _copy_segment(
+        self, p: _Partition, base: int, next_base: int, size: int, sid: RemoteLogSegmentId
+    ) -> None:
+        lg = p.log
+        segs = {s.base_offset: s for s in lg.segments()}
+        seg = segs.get(base)
+        if seg is None:
+            return  # deleted locally since planning (log start moved past it)
+        epochs = lg.leader_epoch_cache.entries()
+        seg_epochs = epoch_entries_in_range(epochs, base, next_base)
+        if not seg_epochs:
+            raise RemoteStorageException(f"{p.tip}: no leader epoch covers offsets {base}..")
+        txn = seg.txn_index_path if seg.txn_index_path.exists() else None
+        md = RemoteLogSegmentMetadata(
+            remote_log_segment_id=sid,
+            start_offset=base,
+            end_offset=next_base - 1,
+            max_timestamp_ms=seg.largest_timestamp,
+            broker_id=self.config.broker_id,
+            event_timestamp_ms=self._clock(),
+            segment_size_in_bytes=size,
+            custom_metadata=None,
+            state=_S.COPY_SEGMENT_STARTED,
+            segment_leader_epochs=dict(seg_epochs),
+            txn_idx_empty=txn is None or txn.stat().st_size == 0,
+        )
+        self.rlmm.add_remote_log_segment_metadata(md).result()
+        data = LogSegmentData(
+            log_segment=seg.log_path,
+            offset_index=seg.offset_index_path,
+            time_index=seg.time_index_path,
+            transaction_index=txn,
+            producer_snapshot_index=lg.producer_snapshot_for(next_base),
+            leader_epoch_index=epoch_checkpoint_bytes(e for e in epochs if e[1] < next_base),
+        )
+        labels = p.labels
+        self.metrics.copy_requests.labels(*labels).inc()
+        try:
+            custom = self.rsm.copy_log_segment_data(md, data)
+        except RemoteStorageException:
+            self._best_effort_delete(md)
+            raise
+        limit = self.config.custom_metadata_max_bytes
+        if custom is not None and len(custom) > limit:
+            finished = md.create_with_updates(self._update(md, _S.COPY_SEGMENT_FINISHED, custom))
+            self._best_effort_delete(finished)
+            raise CustomMetadataSizeLimitExceededException(
+                f"custom metadata of {len(custom)} bytes for {sid} exceeds "
+                f"remote.log.metadata.custom.metadata.max.bytes={limit}"
+            )
+        self.rlmm.update_remote_log_segment_metadata(
+            self._update(md, _S.COPY_SEGMENT_FINISHED, custom)
+        ).result()
+        self.metrics.copy_bytes.labels(*labels).inc(size)
+        p.copied_offset = next_base - 1
+        lg.update_highest_offset_in_remote_storage(next_base - 1)
+
+    def _best_effort_delete(self, md: RemoteLogSegmentMetadata) -> None:
+        """Undo a copy that will never be COPY_FINISHED; failures are logged, not raised."""
+        try:
+            self.rlmm.update_remote_log_segment_metadata(
+                self._update(md, _S.DELETE_SEGMENT_STARTED)
+            ).result()
+            self.rsm.delete_log_segment_data(md)
+            self.rlmm.update_remote_log_segment_metadata(
+                self._update(md, _S.DELETE_SEGMENT_FINISHED)
+            ).result()
+        except Exception:
+            log.exception("cleanup of failed copy %s failed", md.remote_log_segment_id)
+
+    def _update(
+        self,
+        md: RemoteLogSegmentMetadata,
+        state: RemoteLogSegmentState,
+        custom: CustomMetadata | None = None,
+    ) -> RemoteLogSegmentMetadataUpdate:
+        return RemoteLogSegmentMetadataUpdate(
+            md.remote_log_segment_id,
+            self._clock(),
+            custom if custom is not None else md.custom_metadata,
+            state,
+            self.config.broker_id,
+        )
+
+    # --- expiration task ------------------------------------------------------------------
+
+    def _expire(self, p: _Partition, task: PeriodicTask) -> None:
+        try:
+            self._expire_run(p, task)
+        except ReplicaNotAvailableException as e:
+            log.debug("%s: metadata not ready, expiration skipped: %s", p.tip, e)
+        except Exception:
+            log.exception("%s: remote expiration failed; retrying next run", p.tip)
+
+    def _expire_run(self, p: _Partition, task: PeriodicTask) -> None:
+        lg = p.log
+        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
+            return
+        with self._lock:
+            being_copied = frozenset(self._being_copied)
+        segments = lg.segments()
+        highest = lg.highest_offset_in_remote_storage
+        plan = plan_expiration(
+            all_segments=self.rlmm.list_remote_log_segments(p.tip),
+            segments_for_epoch=lambda e: self.rlmm.list_remote_log_segments(p.tip, e),
+            leader_epochs=lg.leader_epoch_cache.entries(),
+            log_start_offset=lg.log_start_offset,
+            log_end_offset=lg.log_end_offset,
+            only_local_size_bytes=sum(s.size for s in segments if s.base_offset >= highest),
+            retention_ms=lg.config.retention_ms,
+            retention_bytes=lg.config.retention_bytes,
+            now_ms=self._clock(),
+            being_copied=being_copied,
+        )
+        self.metrics.metadata_count.labels(*p.labels).set(plan.metadata_count)
+        self.metrics.log_size_bytes.labels(*p.labels).set(plan.remote_size_bytes)
+        if task.is_cancelled():
+            return
+        if plan.new_log_start_offset is not None:
+            lg.update_log_start_offset_from_remote(plan.new_log_start_offset)
+        for md in plan.all_deletions:
+            if task.is_cancelled():
+                return
+            self._delete_segment(p, md)
+
+    def _delete_segment(self, p: _Partition, md: RemoteLogSegmentMetadata) -> None:
+        self.rlmm.update_remote_log_segment_metadata(
+            self._update(md, _S.DELETE_SEGMENT_STARTED)
+        ).result()
+        self.metrics.delete_requests.labels(*p.labels).inc()
+        try:
+            self.rsm.delete_log_segment_data(md)
+        except Exception:
+            self.metrics.delete_errors.labels(*p.labels).inc()
+            raise
+        self.index_cache.remove(md.remote_log_segment_id.id)
+        self.rlmm.update_remote_log_segment_metadata(
+            self._update(md, _S.DELETE_SEGMENT_FINISHED)
+        ).result()
+
+    # --- follower task ----------------------------------------------------------------------
+
+    def _follow(self, p: _Partition, task: PeriodicTask) -> None:
+        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
+            return
+        try:
+            offset, _epoch = find_highest_remote_offset(
+                p.log.leader_epoch_cache.entries(),
+                p.log.log_end_offset,
+                lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
+            )
+        except ReplicaNotAvailableException:
+            return
+        p.log.update_highest_offset_in_remote_storage(offset)
+
+    # --- remote reads (called from the event loop) --------------------------------------
+
+    def fetch_throttle_time_ms(self) -> int:
+        return self.fetch_quota.throttle_time_ms()
+
+    async def read_remote(
+        self, requests: Sequence[RemoteFetchRequest], fetch_max_bytes: int
+    ) -> list[RemoteFetchResult]:
+        """Read every remote partition of one Fetch concurrently (beyond Kafka: KAFKA-14915).
+
+        Each partition gets ``min(its max bytes, what is left of fetch_max_bytes)``, counted
+        up front so the concurrent reads together stay within the budget; only the first may
+        return one batch larger than that. Over the fetch quota every partition is shed (empty,
+        no error). A full reader queue fails only that partition. Reads not done within
+        ``remote.fetch.max.wait.ms`` come back empty without error.
+        """
+        results: list[RemoteFetchResult | None] = [None] * len(requests)
+        throttle = self.fetch_quota.throttle_time_ms()
+        if throttle > 0:
+            self.metrics.fetch_throttle_ms.observe(throttle)
+            return [RemoteFetchResult(r, throttled=True) for r in requests]
+        remaining = fetch_max_bytes
+        waiting: dict[asyncio.Future[RemoteFetchResult], int] = {}
+        for i, req in enumerate(requests):
+            budget = min(req.max_bytes, remaining)
+            first = not waiting and all(r is None for r in results[:i])
+            min_one = req.min_one_message and first
+            if budget <= 0 and not min_one:
+                results[i] = RemoteFetchResult(req)
+                continue
+            remaining -= max(budget, 0)
+            try:
+                fut = self._readers.submit(self._read_one, req, max(budget, 0), min_one)
+            except (RejectedExecution, RuntimeError) as e:
+                results[i] = RemoteFetchResult(
+                    req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)
+                )
+                continue
+            waiting[asyncio.wrap_future(fut)] = i
+        if waiting:
+            _done, pending = await asyncio.wait(
+                waiting, timeout=self.config.remote_fetch_max_wait_ms / 1000
+            )
+            for f, i in waiting.items():
+                if f in pending:
+                    f.cancel()
+                    results[i] = RemoteFetchResult(requests[i])
+                else:
+                    results[i] = f.result()
+        return [
+            r if r is not None else RemoteFetchResult(requests[i]) for i, r in enumerate(results)
+        ]
+
+    def _read_one(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteFetchResult:
+        lg = req.log
+        labels = (lg.tp.topic, str(lg.tp.partition))
+        self.metrics.fetch_requests.labels(*labels).inc()
+        if lg.topic_id is None:
+            return RemoteFetchResult(req, ErrorCode.UNKNOWN_TOPIC_ID)
+        spec = RemoteReadSpec(
+            TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition),
+            req.fetch_offset,
+            budget,
+            min_one,
+            lg.leader_epoch_cache.entries(),
+            req.read_committed,
+        )
+        try:
+            data = read_remote_segment(spec, self.rlmm, self.rsm, self.index_cache)
+        except RemoteOffsetOutOfRange as e:
+            self.fetch_quota.record(0)
+            return RemoteFetchResult(req, ErrorCode.OFFSET_OUT_OF_RANGE, error_message=e.message)
+        except Exception as e:
+            self.fetch_quota.record(0)
+            self.metrics.fetch_errors.labels(*labels).inc()
+            log.warning("%s: remote read at %d failed: %r", lg.tp, req.fetch_offset, e)
+            code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            return RemoteFetchResult(req, code, error_message=str(e))
+        self.fetch_quota.record(len(data.records))
+        self.metrics.fetch_bytes.labels(*labels).inc(len(data.records))
+        return RemoteFetchResult(
+            req, records=data.records, aborted_transactions=data.aborted_transactions
+        )
+
+    # --- ListOffsets --------------------------------------------------------------------------
+
+    async def offset_for_timestamp(
+        self, lg: PartitionLog, timestamp: int, timeout_ms: int | None = None
+    ) -> tuple[int, int, int | None] | None:
+        """First offset with timestamp >= ``timestamp`` across both tiers, as the log's
+        ``offset_for_timestamp`` shape ``(offset, timestamp, leader epoch)``.
+
+        Remote indexes are consulted only when the data is no longer local; the lookup runs
+        on the reader pool. Raises ``KafkaError`` REQUEST_TIMED_OUT after the timeout
+        (``remote.list.offsets.request.timeout.ms`` by default) and UNKNOWN_SERVER_ERROR
+        when the reader queue is full.
+        """
+        if not lg.remote_enabled or lg.topic_id is None:
+            return lg.offset_for_timestamp(timestamp)
+        try:
+            fut = self._readers.submit(self._timestamp_lookup, lg, timestamp)
+        except RejectedExecution as e:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
+        wait_ms = timeout_ms if timeout_ms else self.config.list_offsets_timeout_ms
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), wait_ms / 1000)
+        except TimeoutError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "remote offset lookup timed out") from e
+
+    def _timestamp_lookup(
+        self, lg: PartitionLog, timestamp: int
+    ) -> tuple[int, int, int | None] | None:
+        assert lg.topic_id is not None
+        found = find_offset_by_timestamp(
+            tip=TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition),
+            timestamp=timestamp,
+            starting_offset=lg.log_start_offset,
+            epochs=lg.leader_epoch_cache.entries(),
+            log_end_offset=lg.log_end_offset,
+            first_local_base_offset=lg.local_log_start_offset if lg.size > 0 else None,
+            rlmm=self.rlmm,
+            rsm=self.rsm,
+            cache=self.index_cache,
+        )
+        if found is None or found is SEARCH_LOCAL:
+            return lg.offset_for_timestamp(timestamp)
+        assert isinstance(found, tuple)
+        ts, offset, epoch = found
+        return offset, ts, epoch
+
+    # --- introspection (tests, CLI) -----------------------------------------------------------
+
+    def run_now(self, tp: TopicPartition, kind: str) -> None:
+        """Run one task body (``copy``, ``expiration`` or ``follower``) on the caller's thread."""
+        task = self.tasks_of(tp).get(kind)
+        if task is None:
+            raise KeyError(f"no active {kind} task for {tp}")
+        task.run_once()
+
+    def tasks_of(self, tp: TopicPartition) -> dict[str, PeriodicTask]:
+        with self._lock:
+            p = self._partitions.get(tp)
+            if p is None:
+                return {}
+            out = {}
+            for name, t in (
+                ("copy", p.copy_task),
+                ("expiration", p.expiration_task),
+                ("follower", p.follower_task),
+            ):
+                if t is not None and not t.is_cancelled():
+                    out[name] = t
+            return out
+
+
+def earliest_local_offset(lg: PartitionLog) -> tuple[int, int | None]:
+    """ListOffsets -4 (EARLIEST_LOCAL, v8+): the local log start and its epoch."""
+    off = lg.local_log_start_offset
+    return off, epoch_for_offset(lg.leader_epoch_cache.entries(), off)
+
+
+def latest_tiered_offset(lg: PartitionLog) -> tuple[int, int | None]:
+    """ListOffsets -5 (LATEST_TIERED, v9+): highest uploaded offset; (-1, -1) if none or if
+    the partition is not tiered; epoch None when the offset's epoch is unknown."""
+    if not lg.remote_enabled:
+        return -1, -1
+    off = lg.highest_offset_in_remote_storage
+    epoch = epoch_for_offset(lg.leader_epoch_cache.entries(), off)
+    if epoch is None and off == -1:
+        return -1, -1
+    return off, epoch
