@@ -97,7 +97,7 @@ class BrokerConfig:
         if not url:
             return None
         parts = urlsplit(url)
-        return parts.hostname or "127.0.0.1", parts.port or 9404
+        return parts.hostname or "127.0.0.1", 9404 if parts.port is None else parts.port
 
     @property
     def auto_create_topics(self) -> bool:

@@ -84,6 +84,7 @@ _ZERO_BY_KAFKA_TYPE: dict[str, object] = {
     "error_code": KioErrorCode.none,
     "timedelta_i32": datetime.timedelta(0),
     "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": datetime.datetime.fromtimestamp(0, tz=datetime.UTC),
 }
 
 

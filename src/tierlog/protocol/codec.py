@@ -114,9 +114,9 @@ def decode_request(frame: bytes) -> Request:
         body, m = _reader(cls)(frame, n)
     except Exception as e:
         raise MalformedRequest(f"api_key={api_key} v{version}: {e!r}") from e
-    if m != len(frame):
+    if n + m != len(frame):
         raise MalformedRequest(
-            f"api_key={api_key} v{version}: {len(frame) - m} trailing bytes after the body"
+            f"api_key={api_key} v{version}: {len(frame) - n - m} trailing bytes after the body"
         )
     return Request(RequestHeader(api_key, version, corr, hdr.client_id), body)
 

@@ -1,0 +1,7 @@
+"""``python -m tierlog``: same as the ``tierlog`` console script."""
+
+import sys
+
+from tierlog.cli import main
+
+sys.exit(main())

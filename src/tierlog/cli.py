@@ -1,0 +1,321 @@
+"""Command line: ``tierlog serve | topics ... | dump-log | docs``.
+
+``topics`` talks to a running broker over the Kafka wire protocol (our own codec over a plain
+socket), so it works against any Kafka-compatible broker, and exercises the same code paths
+as real clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tierlog.config.broker import broker_config_from_sources
+from tierlog.config.definitions import ConfigError
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import decode_response, encode_request, request_schema
+from tierlog.protocol.errors import ErrorCode
+
+#: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
+EMBEDDED_DEFAULTS = (
+    "log.dirs=./data",
+    "listeners=PLAINTEXT://127.0.0.1:9092",
+    "remote.log.storage.manager.class.name=directory",
+    "rsm.config.dir=./data-remote",
+)
+
+
+# ---- a minimal blocking wire client ---------------------------------------------------------
+class WireClient:
+    """One connection, one request at a time; enough for admin commands."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self._sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
+        self._corr = 0
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        self._corr += 1
+        cls = request_schema(api_key, version)
+        assert cls is not None, (api_key, version)
+        self._sock.sendall(
+            encode_request(api_key, version, self._corr, "tierlog-cli", mk(cls, **fields))
+        )
+        size = int.from_bytes(self._recv(4), "big", signed=True)
+        corr, body = decode_response(api_key, version, self._recv(size))
+        if corr != self._corr:
+            raise RuntimeError(f"correlation id {corr} != {self._corr}")
+        return body
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+
+def _check(code: int, message: str | None, what: str) -> None:
+    if int(code) != 0:
+        name = ErrorCode(int(code)).name
+        raise SystemExit(f"{what}: {name}" + (f": {message}" if message else ""))
+
+
+def _kv(items: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise SystemExit(f"expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+# ---- topics ---------------------------------------------------------------------------------
+def topics_create(c: WireClient, a: argparse.Namespace) -> None:
+    r = c.call(
+        19,
+        5,
+        topics=[
+            {
+                "name": a.topic,
+                "num_partitions": a.partitions,
+                "replication_factor": a.replication_factor,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in _kv(a.config).items()],
+            }
+        ],
+        timeout=30_000,
+        validate_only=False,
+    )
+    t = r.topics[0]
+    _check(t.error_code, t.error_message, f"create {a.topic}")
+    print(f"Created topic {a.topic}.")
+
+
+def topics_list(c: WireClient, a: argparse.Namespace) -> None:
+    r = c.call(3, 12, topics=None, allow_auto_topic_creation=False)
+    for t in sorted(r.topics, key=lambda t: t.name or ""):
+        print(t.name)
+
+
+def describe(c: WireClient, topic: str) -> dict[str, Any]:
+    md = c.call(3, 12, topics=[{"name": topic}], allow_auto_topic_creation=False)
+    t = md.topics[0]
+    _check(t.error_code, None, f"describe {topic}")
+    parts = sorted(p.partition_index for p in t.partitions)
+    offsets: dict[int, dict[str, int]] = {p: {} for p in parts}
+    for ts, key in ((-2, "log_start_offset"), (-1, "high_watermark")):
+        lo = c.call(
+            2,
+            7,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                        for p in parts
+                    ],
+                }
+            ],
+        )
+        for p in lo.topics[0].partitions:
+            _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
+            offsets[p.partition_index][key] = int(p.offset)
+    dc = c.call(
+        32,
+        4,
+        resources=[{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    res = dc.results[0]
+    _check(res.error_code, res.error_message, f"describe configs {topic}")
+    sources = {1: "DYNAMIC_TOPIC_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+    return {
+        "topic": topic,
+        "topic_id": str(t.topic_id),
+        "partitions": [
+            {
+                "partition": p,
+                "log_start_offset": offsets[p]["log_start_offset"],
+                "high_watermark": offsets[p]["high_watermark"],
+            }
+            for p in parts
+        ],
+        "configs": {e.name: e.value for e in res.configs},
+        "config_sources": {
+            e.name: sources.get(int(e.config_source), "UNKNOWN") for e in res.configs
+        },
+    }
+
+
+def topics_describe(c: WireClient, a: argparse.Namespace) -> None:
+    d = describe(c, a.topic)
+    if a.json:
+        print(json.dumps(d, indent=2, sort_keys=True))
+        return
+    print(f"Topic: {d['topic']}\tTopicId: {d['topic_id']}\tPartitionCount: {len(d['partitions'])}")
+    overrides = {
+        k: v for k, v in d["configs"].items() if d["config_sources"][k] != "DEFAULT_CONFIG"
+    }
+    print("Configs: " + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+    for p in d["partitions"]:
+        print(
+            f"\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}"
+            f"\tHighWatermark: {p['high_watermark']}"
+        )
+
+
+def topics_alter_config(c: WireClient, a: argparse.Namespace) -> None:
+    ops = [{"name": k, "config_operation": 0, "value": v} for k, v in _kv(a.set).items()]
+    ops += [{"name": k, "config_operation": 1, "value": None} for k in a.delete or []]
+    r = c.call(
+        44,
+        1,
+        resources=[{"resource_type": 2, "resource_name": a.topic, "configs": ops}],
+        validate_only=False,
+    )
+    res = r.responses[0]
+    _check(res.error_code, res.error_message, f"alter {a.topic}")
+    print(f"Updated configs of {a.topic}.")
+
+
+def topics_delete(c: WireClient, a: argparse.Namespace) -> None:
+    r = c.call(20, 5, topic_names=[a.topic], timeout=30_000)
+    res = r.responses[0]
+    _check(res.error_code, res.error_message, f"delete {a.topic}")
+    print(f"Deleted topic {a.topic}.")
+
+
+# ---- serve / dump-log / docs ----------------------------------------------------------------
+def serve(a: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, a.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides = list(a.override or [])
+    if a.config is None:
+        overrides = [*EMBEDDED_DEFAULTS, *overrides]
+    try:
+        config = broker_config_from_sources(a.config, overrides)
+    except ConfigError as e:
+        print(f"tierlog: config error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"tierlog: cannot read config: {e}", file=sys.stderr)
+        return 2
+    from tierlog.server.broker import run
+
+    run(config)
+    return 0
+
+
+def dump_log(a: argparse.Namespace) -> int:
+    try:
+        from tierlog.log import dump  # type: ignore[attr-defined]
+    except ImportError:
+        print("tierlog: dump-log is not available in this build", file=sys.stderr)
+        return 1
+    fn = getattr(dump, "main", None) or getattr(dump, "dump_file", None)
+    if fn is None:
+        print("tierlog: tierlog.log.dump has no entry point", file=sys.stderr)
+        return 1
+    result = fn(Path(a.path))
+    return int(result) if isinstance(result, int) else 0
+
+
+def docs(a: argparse.Namespace) -> int:
+    from tierlog.server.operations_doc import render_operations_doc
+
+    text = render_operations_doc()
+    if a.output:
+        Path(a.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tierlog", description="Kafka-compatible tiered log broker")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the broker")
+    s.add_argument("--config", type=Path, help="server.properties file")
+    s.add_argument("--override", action="append", metavar="KEY=VALUE", help="repeatable")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.set_defaults(func=serve)
+
+    t = sub.add_parser("topics", help="topic administration over the wire protocol")
+    tsub = t.add_subparsers(dest="action", required=True)
+    for name, fn in (
+        ("create", topics_create),
+        ("list", topics_list),
+        ("describe", topics_describe),
+        ("alter-config", topics_alter_config),
+        ("delete", topics_delete),
+    ):
+        sp = tsub.add_parser(name)
+        sp.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+        if name != "list":
+            sp.add_argument("--topic", required=True)
+        if name == "create":
+            sp.add_argument("--partitions", type=int, default=-1)
+            sp.add_argument("--replication-factor", type=int, default=-1)
+            sp.add_argument("--config", action="append", metavar="KEY=VALUE")
+        if name == "describe":
+            sp.add_argument("--json", action="store_true")
+        if name == "alter-config":
+            sp.add_argument("--set", action="append", metavar="KEY=VALUE")
+            sp.add_argument("--delete", action="append", metavar="KEY")
+        sp.set_defaults(func=None, topic_fn=fn)
+
+    d = sub.add_parser("dump-log", help="decode a segment or index file")
+    d.add_argument("path")
+    d.set_defaults(func=dump_log)
+
+    o = sub.add_parser("docs", help="render docs/operations.md")
+    o.add_argument("--output")
+    o.set_defaults(func=docs)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "topics":
+        try:
+            client = WireClient(args.bootstrap_server)
+        except OSError as e:
+            print(f"tierlog: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
+            return 1
+        with client:
+            try:
+                args.topic_fn(client, args)
+            except ConnectionError as e:
+                print(f"tierlog: connection to {args.bootstrap_server} lost: {e}", file=sys.stderr)
+                return 1
+        return 0
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The broker process: assembles the parts, owns their lifecycles and background tasks.
+
+Start order: log recovery, topics, group coordinator, codec warm-up, metrics endpoint, then
+the listener (so a client never reaches a half-initialised broker). Shutdown runs in reverse:
+stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait), stop the
+coordinator, then flush logs and write checkpoints and the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tierlog.config.broker import BrokerConfig
+from tierlog.log import LogManager
+from tierlog.protocol.codec import preload
+from tierlog.protocol.versions import ADVERTISED
+from tierlog.server.cluster_meta import load_or_create_cluster_id
+from tierlog.server.connection import KafkaConnection
+from tierlog.server.groups_wiring import build_group_coordinator
+from tierlog.server.handlers import register_all
+from tierlog.server.log_configs import log_config_for
+from tierlog.server.metrics import BrokerMetrics, PartitionStats
+from tierlog.server.producer_ids import ProducerIdAllocator
+from tierlog.server.purgatory import FetchPurgatory
+from tierlog.server.router import Router
+from tierlog.server.state import BrokerState
+from tierlog.server.topics import TopicManager
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "tierlog ready:"
+SHUTDOWN_GRACE_S = 10.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self._server: asyncio.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._stopping = False
+        self.state: BrokerState | None = None
+        self.bound: tuple[str, int] | None = None
+        self.metrics_port: int | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        log_dirs = cfg.log_dirs
+        for d in log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        state_dir = log_dirs[0]
+        cluster_id = load_or_create_cluster_id(state_dir, cfg.node_id)
+        t0 = time.monotonic()
+        logs = LogManager(
+            log_dirs,
+            log_config_for({}, cfg),
+            remote_storage_system_enable=cfg.remote_storage_system_enabled,
+        )
+        topics = TopicManager(cfg, logs, state_dir)
+        logs.load(topics.load())
+        topics.attach_logs()
+        log.info("loaded %d logs in %.2fs", len(logs.all_logs()), time.monotonic() - t0)
+        state = BrokerState(
+            config=cfg,
+            cluster_id=cluster_id,
+            topics=topics,
+            logs=logs,
+            purgatory=FetchPurgatory(),
+            producer_ids=ProducerIdAllocator(state_dir),
+        )
+        self.state = state
+        preload(ADVERTISED)
+        self.metrics.add_partition_source(self._partition_stats)
+        metrics_addr = cfg.metrics_listener
+        if metrics_addr is not None:
+            self.metrics_port = self.metrics.serve(*metrics_addr)
+
+        listener = cfg.listeners[0]
+        host = listener.host or "0.0.0.0"
+        router = Router(self.metrics)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(router.handle, cfg.socket_request_max_bytes, self._connections),
+            host,
+            listener.port,
+            reuse_address=True,
+            backlog=512,
+        )
+        sock = self._server.sockets[0]
+        self.bound = (host, int(sock.getsockname()[1]))
+        adv = cfg.values["advertised.listeners"]
+        if adv:
+            a = cfg.advertised_listeners[0]
+            state.advertised = (a.host, a.port or self.bound[1])
+        else:
+            state.advertised = (
+                listener.host if listener.host not in ("", "0.0.0.0") else "127.0.0.1",
+                self.bound[1],
+            )
+        state.groups = await build_group_coordinator(state)
+        register_all(router, state)
+        self._tasks.append(
+            loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
+        )
+        self._tasks.append(
+            loop.create_task(self._every(cfg.checkpoint_interval_ms, logs.flush_checkpoints))
+        )
+        log.info(
+            "tierlog broker %d serving %s:%d (cluster %s)",
+            cfg.node_id,
+            *self.bound,
+            cluster_id,
+        )
+
+    def ready_line(self) -> str:
+        assert self.bound is not None and self.state is not None
+        host, port = self.state.advertised
+        metrics = (
+            f"http://{self.config.metrics_listener[0]}:{self.metrics_port}"
+            if (self.config.metrics_listener and self.metrics_port)
+            else "-"
+        )
+        return f"{READY_PREFIX} bootstrap={host}:{port} metrics={metrics} pid={os.getpid()}"
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def request_shutdown(self) -> None:
+        if not self._stopping:
+            self._stopping = True
+            asyncio.get_running_loop().create_task(self.shutdown())
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        state = self.state
+        log.info("shutting down")
+        if self._server is not None:
+            self._server.close()
+        if state is not None:
+            state.shutting_down = True
+            state.purgatory.notify_all()
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while any(c.busy for c in self._connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for c in list(self._connections):
+            c.close()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if state is not None:
+            if state.groups is not None:
+                await state.groups.close()
+            state.logs.shutdown()
+        self.metrics.stop()
+        log.info("shutdown complete")
+        self._stopped.set()
+
+    # ---- background work ----------------------------------------------------------------
+    async def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        interval = max(interval_ms, 1) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def _retention(self) -> None:
+        assert self.state is not None
+        self.state.logs.run_retention(int(time.time() * 1000))
+
+    def _partition_stats(self) -> Iterator[PartitionStats]:
+        state = self.state
+        if state is None:
+            return
+        for t in state.topics.all():
+            for p in range(t.partitions):
+                plog = state.topics.get_log(t.name, p)
+                if plog is None:
+                    continue
+                yield PartitionStats(
+                    t.name, p, int(plog.size), int(plog.log_start_offset), int(plog.log_end_offset)
+                )
+
+
+async def run_broker(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, broker.request_shutdown)
+    print(broker.ready_line(), flush=True)
+    await broker.wait_stopped()
+
+
+def run(config: BrokerConfig) -> None:
+    """Run until SIGTERM/SIGINT, on uvloop when it is installed."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a declared dependency
+        asyncio.run(run_broker(config))
+        return
+    if sys.platform != "win32":
+        uvloop.run(run_broker(config))

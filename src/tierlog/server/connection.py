@@ -1,0 +1,138 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+Kafka clients rely on responses arriving in request order, so a connection handles one
+request at a time; a long-polling Fetch therefore delays only its own connection. Reading
+is paused while requests are queued (bounded memory for a client that pipelines a lot) and
+responses wait while the transport's write buffer is above its high-water mark (a slow
+reader cannot make us buffer unbounded responses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
+
+from tierlog.protocol.framing import FrameError, FrameSplitter
+
+log = logging.getLogger(__name__)
+
+#: A handled request yields buffers to write (possibly none, for acks=0 Produce), or None
+#: to close the connection.
+Reply = Sequence[bytes | bytearray | memoryview] | None
+RequestHandler = Callable[[bytes, "ConnectionInfo"], Awaitable[Reply]]
+
+_MAX_QUEUED_FRAMES = 32
+
+
+class ConnectionInfo:
+    __slots__ = ("peer",)
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        handler: RequestHandler,
+        max_frame_bytes: int,
+        registry: set[KafkaConnection],
+    ) -> None:
+        self._handler = handler
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reading_paused = False
+        self._registry = registry
+        self._info = ConnectionInfo("?")
+        self._closing = False
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing asyncio.Transport
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self._info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?")
+        self._registry.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._splitter.feed(data)
+        except FrameError as e:
+            log.warning("closing connection from %s: %s", self._info.peer, e)
+            self.abort()
+            return
+        if not frames:
+            return
+        self._queue.extend(frames)
+        if len(self._queue) >= _MAX_QUEUED_FRAMES and not self._reading_paused:
+            assert self._transport is not None
+            self._transport.pause_reading()
+            self._reading_paused = True
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._drain())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._registry.discard(self)
+        self._writable.set()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # ---- request loop -------------------------------------------------------------------
+    async def _drain(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        while self._queue and not self._closing:
+            frame = self._queue.popleft()
+            if self._reading_paused and len(self._queue) < _MAX_QUEUED_FRAMES // 2:
+                self._reading_paused = False
+                transport.resume_reading()
+            try:
+                reply = await self._handler(frame, self._info)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("request from %s failed; closing connection", self._info.peer)
+                self.abort()
+                return
+            if reply is None:
+                self.abort()
+                return
+            if not reply:
+                continue
+            if not self._writable.is_set():
+                await self._writable.wait()
+                if self._closing:
+                    return
+            if len(reply) == 1:
+                transport.write(reply[0])
+            else:
+                transport.writelines(reply)
+
+    def abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        """Graceful close: used at shutdown after in-flight requests finish."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None and not self._worker.done()

@@ -1,0 +1,121 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: thin wrappers over ``TopicManager``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tierlog.config.topic import ConfigEntry, describe_topic_config
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.state import BrokerState
+from tierlog.server.topics import TopicInfo
+
+_NIL = uuid.UUID(int=0)
+
+
+async def handle_create_topics(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    results: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for t in body.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in body.topics:
+        entry: dict[str, Any] = {"name": t.name, "topic_id": _NIL, "configs": None}
+        try:
+            if seen[t.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST,
+                        "Both numPartitions or replicationFactor and replicasAssignments "
+                        "were set. Both cannot be used at the same time.",
+                    )
+                bad = [a for a in t.assignments if list(a.broker_ids) != [state.node_id]]
+                if bad:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignments must name only broker {state.node_id}.",
+                    )
+                num_partitions, rf = len(t.assignments), 1
+            else:
+                num_partitions, rf = t.num_partitions, t.replication_factor
+            configs = {c.name: c.value for c in t.configs}
+            info = state.topics.create(
+                t.name, num_partitions, rf, configs, validate_only=body.validate_only
+            )
+            entry.update(
+                error_code=0,
+                error_message=None,
+                topic_id=info.topic_id,
+                num_partitions=info.partitions,
+                replication_factor=1,
+                configs=[
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "read_only": e.read_only,
+                        "config_source": int(e.source),
+                        "is_sensitive": e.sensitive,
+                    }
+                    for e in _describe_new(state, info)
+                ],
+            )
+        except KafkaError as e:
+            entry.update(
+                error_code=e.code, error_message=e.message, num_partitions=-1, replication_factor=-1
+            )
+        results.append(entry)
+    return mk(response_schema(19, req.header.api_version), throttle_time=0, topics=results)
+
+
+def _describe_new(state: BrokerState, info: TopicInfo) -> list[ConfigEntry]:
+    return describe_topic_config(info.overrides, state.config)
+
+
+async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    version = req.header.api_version
+    results: list[dict[str, Any]] = []
+    if version >= 6:
+        targets = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        targets = [(name, None) for name in body.topic_names]
+    for name, tid in targets:
+        entry: dict[str, Any] = {"name": name, "topic_id": tid or _NIL}
+        try:
+            if name is None:
+                info = state.topics.by_id(tid) if tid is not None else None
+                if info is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id.")
+                name = info.name
+                entry["name"] = name
+            info = state.topics.delete(name)
+            entry.update(topic_id=info.topic_id, error_code=0, error_message=None)
+            for p in range(info.partitions):
+                state.purgatory.notify((name, p))
+        except KafkaError as e:
+            entry.update(error_code=e.code, error_message=e.message)
+        results.append(entry)
+    return mk(response_schema(20, version), throttle_time=0, responses=results)
+
+
+async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    results: list[dict[str, Any]] = []
+    for t in body.topics:
+        try:
+            if t.assignments is not None and any(
+                list(a.broker_ids) != [state.node_id] for a in t.assignments
+            ):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignments must name only broker {state.node_id}.",
+                )
+            state.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
+            results.append({"name": t.name, "error_code": 0, "error_message": None})
+        except KafkaError as e:
+            results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
+    return mk(response_schema(37, req.header.api_version), throttle_time=0, results=results)

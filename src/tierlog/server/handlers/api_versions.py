@@ -1,0 +1,15 @@
+"""ApiVersions: the ranges in ``tierlog.protocol.versions``, in the client's version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.versions import advertised_entries
+from tierlog.server.state import BrokerState
+
+
+async def handle_api_versions(state: BrokerState, req: Request) -> Any:
+    cls = response_schema(18, req.header.api_version)
+    return mk(cls, error_code=0, api_keys=advertised_entries(), throttle_time=0)

@@ -1,0 +1,44 @@
+"""DescribeCluster and InitProducerId (idempotent producers only; no transactions yet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.errors import ErrorCode
+from tierlog.server.state import BrokerState
+
+
+async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
+    host, port = state.advertised
+    return mk(
+        response_schema(60, req.header.api_version),
+        throttle_time=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=state.cluster_id,
+        controller_id=state.node_id,
+        brokers=[{"broker_id": state.node_id, "host": host, "port": port, "rack": None}],
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+async def handle_init_producer_id(state: BrokerState, req: Request) -> Any:
+    """A fresh producer id at epoch 0 for every call.
+
+    Kafka would bump the epoch of a known (id, epoch) pair (KIP-360); handing out a new id
+    has the same effect for an idempotent producer (its old sequence state is abandoned).
+    """
+    cls = response_schema(22, req.header.api_version)
+    if req.body.transactional_id is not None:
+        return mk(
+            cls,
+            throttle_time=0,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    pid = state.producer_ids.allocate()
+    return mk(cls, throttle_time=0, error_code=0, producer_id=pid, producer_epoch=0)

@@ -1,0 +1,177 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+
+Topic configs are dynamic (stored per topic). Broker configs are static in tierlog: they
+can be described (sources STATIC_BROKER_CONFIG / DEFAULT_CONFIG, plugin pass-through keys
+reported as sensitive with no value) but altering them is refused with a clear message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.config.broker_keys import BROKER_KEYS
+from tierlog.config.definitions import ConfigType, render
+from tierlog.config.topic import ConfigEntry, ConfigSource
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.state import BrokerState
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+_TYPE_IDS = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+
+
+def _entry_dict(e: ConfigEntry, include_docs: bool) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "value": None if e.sensitive else e.value,
+        "read_only": e.read_only,
+        "config_source": int(e.source),
+        "is_default": e.source is ConfigSource.DEFAULT_CONFIG,
+        "is_sensitive": e.sensitive,
+        "synonyms": [
+            {"name": s.name, "value": None if e.sensitive else s.value, "source": int(s.source)}
+            for s in e.synonyms
+        ],
+        "config_type": _TYPE_IDS.get(e.type_name, 0),
+        "documentation": e.doc if include_docs else None,
+    }
+
+
+def broker_entries(state: BrokerState, keys: set[str] | None) -> list[ConfigEntry]:
+    cfg = state.config
+    out: list[ConfigEntry] = []
+    for d in BROKER_KEYS.all():
+        if keys is not None and d.name not in keys:
+            continue
+        explicit = d.name in cfg.explicit
+        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        out.append(
+            ConfigEntry(
+                name=d.name,
+                value=render(cfg.values[d.name]),
+                source=source,
+                sensitive=d.sensitive or d.type is ConfigType.PASSWORD,
+                read_only=True,
+                synonyms=(),
+                doc=d.doc,
+                type_name=d.type.value,
+            )
+        )
+    prefixes = (
+        (cfg.values["remote.log.storage.manager.impl.prefix"], cfg.rsm_config),
+        (cfg.values["remote.log.metadata.manager.impl.prefix"], cfg.rlmm_config),
+    )
+    for prefix, passthrough in prefixes:
+        for k in sorted(passthrough):
+            name = prefix + k
+            if keys is not None and name not in keys:
+                continue
+            out.append(
+                ConfigEntry(
+                    name=name,
+                    value=None,
+                    source=ConfigSource.STATIC_BROKER_CONFIG,
+                    sensitive=True,
+                    read_only=True,
+                    synonyms=(),
+                    doc="Passed to the plugin; hidden because it may hold credentials.",
+                    type_name="password",
+                )
+            )
+    return out
+
+
+async def handle_describe_configs(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    docs = bool(getattr(body, "include_documentation", False))
+    results: list[dict[str, Any]] = []
+    for r in body.resources:
+        keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+        res: dict[str, Any] = {
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+            "error_code": 0,
+            "error_message": None,
+            "configs": [],
+        }
+        try:
+            if r.resource_type == RESOURCE_TOPIC:
+                entries = state.topics.describe_configs(r.resource_name, keys, synonyms)
+            elif r.resource_type == RESOURCE_BROKER:
+                if r.resource_name not in ("", str(state.node_id)):
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST, f"Unexpected broker id {r.resource_name}"
+                    )
+                entries = broker_entries(state, keys)
+            else:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+                )
+            res["configs"] = [_entry_dict(e, docs) for e in entries]
+        except KafkaError as e:
+            res.update(error_code=e.code, error_message=e.message)
+        results.append(res)
+    return mk(response_schema(32, req.header.api_version), throttle_time=0, results=results)
+
+
+def _refuse_broker(resource_type: int, name: str, state: BrokerState) -> None:
+    if resource_type == RESOURCE_BROKER:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "tierlog broker configs are static: change server.properties or --override and restart",
+        )
+    if resource_type != RESOURCE_TOPIC:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    out: list[dict[str, Any]] = []
+    for r in body.resources:
+        res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        try:
+            _refuse_broker(r.resource_type, r.resource_name, state)
+            state.topics.replace_configs(
+                r.resource_name,
+                {c.name: c.value for c in r.configs},
+                validate_only=body.validate_only,
+            )
+            res.update(error_code=0, error_message=None)
+        except KafkaError as e:
+            res.update(error_code=e.code, error_message=e.message)
+        out.append(res)
+    return mk(response_schema(33, req.header.api_version), throttle_time=0, responses=out)
+
+
+async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    out: list[dict[str, Any]] = []
+    for r in body.resources:
+        res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        try:
+            _refuse_broker(r.resource_type, r.resource_name, state)
+            state.topics.incremental_alter(
+                r.resource_name,
+                [(c.name, int(c.config_operation), c.value) for c in r.configs],
+                validate_only=body.validate_only,
+            )
+            res.update(error_code=0, error_message=None)
+        except KafkaError as e:
+            res.update(error_code=e.code, error_message=e.message)
+        out.append(res)
+    return mk(response_schema(44, req.header.api_version), throttle_time=0, responses=out)

@@ -1,0 +1,94 @@
+"""ListOffsets: special timestamps and timestamp lookups (spec §7.4).
+
+-1 LATEST, -2 EARLIEST, -3 MAX_TIMESTAMP (v7+), -4 EARLIEST_LOCAL (v8+) and -5
+LATEST_TIERED (v9+) come straight from the log's offsets. A real timestamp is looked up in
+the local segments; for tiered partitions the lookup of data that has left the local tier
+goes through ``BrokerState.remote_reader.offset_for_timestamp`` once tiering is wired in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.fetch import check_leader_epoch
+from tierlog.server.state import LEADER_EPOCH, BrokerState
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+
+def _result(idx: int, code: int, ts: int = -1, offset: int = -1, epoch: int = -1) -> dict[str, Any]:
+    return {
+        "partition_index": idx,
+        "error_code": code,
+        "timestamp": ts,
+        "offset": offset,
+        "leader_epoch": epoch,
+        "old_style_offsets": [] if offset < 0 else [offset],
+    }
+
+
+async def lookup(
+    state: BrokerState, plog: Any, topic: str, idx: int, ts: int, version: int, committed: bool
+) -> dict[str, Any]:
+    need = _MIN_VERSION.get(ts)
+    if need is not None and version < need:
+        return _result(idx, ErrorCode.UNSUPPORTED_VERSION)
+    if ts == LATEST:
+        off = plog.last_stable_offset if committed else plog.high_watermark
+        return _result(idx, 0, -1, off, LEADER_EPOCH)
+    if ts == EARLIEST:
+        return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
+    if ts == EARLIEST_LOCAL:
+        return _result(idx, 0, -1, plog.local_log_start_offset, LEADER_EPOCH)
+    if ts == LATEST_TIERED:
+        hi = plog.highest_offset_in_remote_storage
+        return _result(idx, 0, -1, hi, LEADER_EPOCH if hi >= 0 else -1)
+    if ts == MAX_TIMESTAMP:
+        found = plog.offset_for_max_timestamp()
+    elif ts >= 0:
+        found = None
+        reader = state.remote_reader
+        if reader is not None and plog.local_log_start_offset > plog.log_start_offset:
+            found = await reader.offset_for_timestamp(topic, idx, ts)
+        if found is None:
+            found = plog.offset_for_timestamp(ts)
+    else:
+        return _result(idx, ErrorCode.INVALID_REQUEST)
+    if found is None:
+        return _result(idx, 0)
+    offset, timestamp, epoch = found
+    limit = plog.last_stable_offset if committed else plog.high_watermark
+    if offset >= limit:
+        return _result(idx, 0)
+    return _result(idx, 0, timestamp, offset, epoch if epoch is not None else -1)
+
+
+async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    version = req.header.api_version
+    committed = int(getattr(body, "isolation_level", 0)) == 1
+    topics: list[dict[str, Any]] = []
+    for t in body.topics:
+        parts: list[dict[str, Any]] = []
+        for p in t.partitions:
+            idx = int(p.partition_index)
+            plog = state.topics.get_log(t.name, idx)
+            if plog is None:
+                parts.append(_result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            epoch_error = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+            if epoch_error is not None:
+                parts.append(_result(idx, epoch_error))
+                continue
+            try:
+                parts.append(
+                    await lookup(state, plog, t.name, idx, int(p.timestamp), version, committed)
+                )
+            except KafkaError as e:
+                parts.append(_result(idx, e.code))
+        topics.append({"name": t.name, "partitions": parts})
+    return mk(response_schema(2, version), throttle_time=0, topics=topics)

@@ -1,0 +1,147 @@
+"""Prometheus metrics of the broker, served over HTTP at ``metrics.listener``.
+
+Per-request metrics are plain counters/histograms. Per-partition gauges are produced by a
+collector that reads the logs only when Prometheus scrapes, so the request path never pays
+for them. Each broker uses its own registry (tests run several brokers in one process).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    topic: str
+    partition: int
+    size_bytes: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class MetricDoc:
+    name: str
+    kind: str
+    labels: str
+    help: str
+
+
+#: Every metric the broker exports (rendered into docs/operations.md).
+METRIC_DOCS: tuple[MetricDoc, ...] = (
+    MetricDoc("tierlog_requests_total", "counter", "api", "Requests handled, per API."),
+    MetricDoc(
+        "tierlog_request_latency_seconds",
+        "histogram",
+        "api",
+        "Time from decoding a request to having its response ready (includes Fetch waits).",
+    ),
+    MetricDoc("tierlog_bytes_in_total", "counter", "", "Request bytes received (with framing)."),
+    MetricDoc("tierlog_bytes_out_total", "counter", "", "Response bytes sent (with framing)."),
+    MetricDoc(
+        "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
+    ),
+    MetricDoc(
+        "tierlog_log_start_offset", "gauge", "topic, partition", "Log start offset (both tiers)."
+    ),
+    MetricDoc("tierlog_log_end_offset", "gauge", "topic, partition", "Log end offset."),
+)
+
+_LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+class _PartitionCollector(Collector):
+    def __init__(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily(
+            "tierlog_log_size_bytes", "Bytes of local log segments.", labels=labels
+        )
+        start = GaugeMetricFamily(
+            "tierlog_log_start_offset", "Log start offset (both tiers).", labels=labels
+        )
+        end = GaugeMetricFamily("tierlog_log_end_offset", "Log end offset.", labels=labels)
+        try:
+            stats = list(self._source())
+        except Exception:  # a scrape racing with shutdown or a topic deletion
+            stats = []
+        for s in stats:
+            lv = [s.topic, str(s.partition)]
+            size.add_metric(lv, s.size_bytes)
+            start.add_metric(lv, s.log_start_offset)
+            end.add_metric(lv, s.log_end_offset)
+        yield size
+        yield start
+        yield end
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "tierlog_requests", "Requests handled, per API.", ["api"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "tierlog_request_latency_seconds",
+            "Time from decoding a request to having its response ready.",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.bytes_in = Counter(
+            "tierlog_bytes_in", "Request bytes received.", registry=self.registry
+        )
+        self.bytes_out = Counter(
+            "tierlog_bytes_out", "Response bytes sent.", registry=self.registry
+        )
+        self._children: dict[str, tuple[Any, Any]] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def observe_request(self, api: str, seconds: float) -> None:
+        pair = self._children.get(api)
+        if pair is None:
+            pair = self._children[api] = (self.requests.labels(api), self.latency.labels(api))
+        pair[0].inc()
+        pair[1].observe(seconds)
+
+    def add_partition_source(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        self.registry.register(_PartitionCollector(source))
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the HTTP endpoint on its own thread; returns the bound port."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        return int(server.server_address[1])
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,126 @@
+"""Decoding a frame, choosing the handler for its API, and encoding what it returns.
+
+Handlers are registered per API key and receive the decoded kio request. They return one of:
+
+* a kio response entity: encoded here for the request's version;
+* ``RawReply``: already encoded buffers (the zero-copy Fetch path);
+* ``NO_REPLY``: nothing is sent (Produce with acks=0).
+
+Protocol failures are decided here, in one place: an unparsable frame closes the connection,
+an unknown ApiVersions version gets the KIP-511 fallback, and any other API or version we do
+not serve gets the request's own response type filled with UNSUPPORTED_VERSION (or, when kio
+cannot even describe it, the connection is closed, which is what Kafka does too).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import (
+    MalformedRequest,
+    Request,
+    UnknownRequestSchema,
+    decode_request,
+    encode_response,
+    response_schema,
+)
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.versions import (
+    API_KEY_API_VERSIONS,
+    api_name,
+    api_versions_fallback,
+    is_supported,
+)
+from tierlog.server.connection import ConnectionInfo, Reply
+from tierlog.server.metrics import BrokerMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RawReply:
+    buffers: list[bytes | bytearray | memoryview]
+    size: int
+
+
+class _NoReply:
+    pass
+
+
+NO_REPLY = _NoReply()
+
+
+class _Close:
+    pass
+
+
+#: The handler wants the connection closed without a reply (Kafka does this when an acks=0
+#: produce fails, so that the producer notices and refreshes its metadata).
+CLOSE = _Close()
+
+HandlerResult = Any  # kio response entity | RawReply | NO_REPLY | CLOSE
+Handler = Callable[[Request, ConnectionInfo], Awaitable[HandlerResult]]
+
+
+class Router:
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self._handlers: dict[int, Handler] = {}
+        self._metrics = metrics
+
+    def register(self, api_key: int, handler: Handler) -> None:
+        self._handlers[api_key] = handler
+
+    async def handle(self, frame: bytes, conn: ConnectionInfo) -> Reply:
+        started = time.perf_counter()
+        self._metrics.bytes_in.inc(len(frame) + 4)
+        try:
+            request = decode_request(frame)
+        except UnknownRequestSchema as e:
+            if e.api_key == API_KEY_API_VERSIONS:
+                return self._sent([api_versions_fallback(e.correlation_id)])
+            log.warning("closing connection from %s: %s", conn.peer, e)
+            return None
+        except MalformedRequest as e:
+            log.warning("closing connection from %s: malformed request: %s", conn.peer, e)
+            return None
+        hdr = request.header
+        handler = self._handlers.get(hdr.api_key)
+        name = api_name(hdr.api_key)
+        if handler is None or not is_supported(hdr.api_key, hdr.api_version):
+            if hdr.api_key == API_KEY_API_VERSIONS:
+                return self._sent([api_versions_fallback(hdr.correlation_id)])
+            log.info("unsupported api_key=%d v%d from %s", hdr.api_key, hdr.api_version, conn.peer)
+            body = error_response(hdr.api_key, hdr.api_version, ErrorCode.UNSUPPORTED_VERSION)
+            return self._sent(
+                [encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)]
+            )
+        try:
+            result = await handler(request, conn)
+        finally:
+            self._metrics.observe_request(name, time.perf_counter() - started)
+        if result is NO_REPLY:
+            return []
+        if result is CLOSE:
+            return None
+        if isinstance(result, RawReply):
+            self._metrics.bytes_out.inc(result.size)
+            return result.buffers
+        return self._sent(
+            [encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, result)]
+        )
+
+    def _sent(self, buffers: Sequence[bytes]) -> Reply:
+        self._metrics.bytes_out.inc(sum(len(b) for b in buffers))
+        return buffers
+
+
+def error_response(api_key: int, version: int, code: ErrorCode) -> Any:
+    """The API's response with every field zeroed and each top-level error code set."""
+    cls = response_schema(api_key, version)
+    kw = {f.name: code for f in fields(cls) if f.metadata.get("kafka_type") == "error_code"}
+    return mk(cls, **kw)
