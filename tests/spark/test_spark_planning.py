@@ -11,6 +11,7 @@ from tierlog.spark.planning import (
     cap_records,
     ensure_min_partitions,
     plan_partition,
+    rate_limit,
     split_large_segments,
     split_points,
 )
@@ -123,3 +124,12 @@ def test_any_plan_covers_each_available_offset_exactly_once(
     assert lost == list(range(start, min(log_start, end)))
     pieces = cap_records(ensure_min_partitions(plan.slices, 7), 13)
     assert covered(pieces) == covered(plan.slices)
+
+
+def test_rate_limit_prorates_backlog_like_spark() -> None:
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 5}
+    latest = {("t", 0): 900, ("t", 1): 200, ("t", 2): 5, ("t", 3): 7}
+    out = rate_limit(start, latest, 100)
+    assert out == {("t", 0): 90, ("t", 1): 110, ("t", 2): 5, ("t", 3): 7}
+    tiny = rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 10_000, ("t", 1): 1}, 10)
+    assert tiny == {("t", 0): 9, ("t", 1): 1}

@@ -186,3 +186,23 @@ def ensure_min_partitions(slices: Sequence[Slice], min_partitions: int) -> list[
         for s in slices
         for piece in _divide(s, max(round(s.size / total * min_partitions), 1))
     ]
+
+
+def rate_limit(start: dict[TP, int], latest: dict[TP, int], limit: int) -> dict[TP, int]:
+    """Spark's `maxOffsetsPerTrigger` split: each partition gets its share of `limit` in
+    proportion to its backlog, rounded down, but a backlog never starves (a share below
+    one offset rounds up)."""
+    sizes = {tp: end - start.get(tp, end) for tp, end in latest.items()}
+    sizes = {tp: n for tp, n in sizes.items() if n > 0}
+    total = sum(sizes.values())
+    if total < 1:
+        return dict(latest)
+    out: dict[TP, int] = {}
+    for tp, end in latest.items():
+        if tp not in sizes:
+            out[tp] = end
+            continue
+        share = limit * sizes[tp] / total
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(end, start[tp] + step)
+    return out

@@ -1,0 +1,223 @@
+"""Driver side: what to read. Partitions, offset bounds, remote segments, then the plan.
+
+Two ways to learn what exists:
+  * a broker (`kafka.bootstrap.servers`): Metadata and ListOffsets for partitions and
+    offsets, and the remote catalog (`remote_catalog`) for COPY_FINISHED segments;
+  * a Kafka log directory (`tierlog.log.dir`): segment files read in place, no broker -
+    for backups, a stopped broker's disk, and tests of the executor path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from tierlog.spark.options import (
+    EARLIEST,
+    LATEST,
+    TP,
+    Assign,
+    Bound,
+    OffsetBound,
+    OptionError,
+    SourceOptions,
+    Subscribe,
+    SubscribePattern,
+    Subscription,
+    TimestampBound,
+)
+from tierlog.spark.planning import (
+    ColdSegment,
+    Lost,
+    Slice,
+    cap_records,
+    ensure_min_partitions,
+    plan_partition,
+    split_large_segments,
+)
+from tierlog.spark.reader import DataLossError
+from tierlog.spark.segments import offset_index, scan_log_dir
+from tierlog.spark.wire import BrokerClient, TopicInfo
+
+log = logging.getLogger(__name__)
+
+RemoteCatalog = Callable[
+    [BrokerClient, SourceOptions, Mapping[str, TopicInfo]], dict[TP, list[ColdSegment]]
+]
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """What the driver knows about one partition at planning time."""
+
+    tp: TP
+    log_start: int
+    high_watermark: int
+    segments: tuple[ColdSegment, ...] = ()
+
+
+def select_partitions(sub: Subscription, available: Iterable[TP]) -> list[TP]:
+    avail = sorted(set(available))
+    if isinstance(sub, Subscribe):
+        return [tp for tp in avail if tp[0] in sub.topics]
+    if isinstance(sub, SubscribePattern):
+        return [tp for tp in avail if sub.matches(tp[0])]
+    missing = set(sub.partitions) - set(avail)
+    if missing:
+        raise OptionError(f"assigned partitions do not exist: {sorted(missing)}")
+    return list(sub.partitions)
+
+
+def resolve_bound(
+    bound: Bound,
+    tps: list[TP],
+    views: Mapping[TP, PartitionView],
+    by_timestamp: Callable[[dict[TP, int]], dict[TP, tuple[int, int]]] | None,
+    side: str,
+) -> dict[TP, int]:
+    """Concrete offsets for one side of the range, following Spark's rules."""
+    if isinstance(bound, OffsetBound):
+        if bound.explicit:
+            missing = [tp for tp in tps if tp not in bound.explicit]
+            if missing:
+                raise OptionError(
+                    f"{side}Offsets must specify all TopicPartitions; missing {missing}"
+                )
+        out: dict[TP, int] = {}
+        for tp in tps:
+            want = bound.explicit.get(tp, bound.default)
+            v = views[tp]
+            out[tp] = (
+                v.log_start if want == EARLIEST else v.high_watermark if want == LATEST else want
+            )
+        return out
+    if by_timestamp is None:
+        raise OptionError(f"{side} timestamps need a broker (kafka.bootstrap.servers)")
+    if bound.everywhere is None:
+        missing = [tp for tp in tps if tp not in bound.explicit]
+        if missing:
+            raise OptionError(
+                f"{side}OffsetsByTimestamp must specify all TopicPartitions; missing {missing}"
+            )
+    queries = {tp: bound.explicit.get(tp, bound.everywhere or 0) for tp in tps}
+    found = by_timestamp(queries)
+    out = {}
+    for tp in tps:
+        offset = found[tp][0]
+        if offset < 0:
+            if bound.strategy == "error" and side == "starting":
+                raise OptionError(
+                    f"no offset of {tp[0]}-{tp[1]} has a timestamp >= {queries[tp]}; "
+                    "set startingOffsetsByTimestampStrategy=latest to start at the end"
+                )
+            offset = views[tp].high_watermark
+        out[tp] = offset
+    return out
+
+
+def plan_slices(
+    views: Mapping[TP, PartitionView],
+    starts: Mapping[TP, int],
+    ends: Mapping[TP, int],
+    opts: SourceOptions,
+    *,
+    broker: bool,
+) -> list[Slice]:
+    slices: list[Slice] = []
+    lost: list[Lost] = []
+    for tp, start in sorted(starts.items()):
+        end = ends[tp]
+        if end < start:
+            raise OptionError(
+                f"{tp[0]}-{tp[1]}: ending offset {end} is before starting offset {start}"
+            )
+        v = views[tp]
+        plan = plan_partition(
+            tp, start, end, v.log_start, v.high_watermark, v.segments, broker=broker
+        )
+        slices.extend(plan.slices)
+        lost.extend(plan.lost)
+    if lost:
+        what = "; ".join(x.describe() for x in lost)
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{what} are no longer available. Some data may have been lost because it is "
+                "no longer in the log or the remote tier (e.g. deleted by retention). Set "
+                "failOnDataLoss=false to skip such offsets."
+            )
+        log.warning("skipping unavailable %s", what)
+    slices = split_large_segments(
+        slices, opts.split_bytes, lambda seg: offset_index(seg.ref, seg.first)
+    )
+    if opts.max_records_per_partition:
+        slices = cap_records(slices, opts.max_records_per_partition)
+    if opts.min_partitions:
+        slices = ensure_min_partitions(slices, opts.min_partitions)
+    return slices
+
+
+class Catalog:
+    """One planning session's view of the cluster (or of a log directory)."""
+
+    def __init__(self, opts: SourceOptions, remote_catalog: RemoteCatalog | None = None) -> None:
+        self.opts = opts
+        self._remote_catalog = remote_catalog
+        self.client = BrokerClient(opts.bootstrap) if opts.bootstrap else None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def views(self) -> dict[TP, PartitionView]:
+        if self.opts.log_dir is not None:
+            scanned = scan_log_dir(self.opts.log_dir)
+            tps = select_partitions(self.opts.subscription, scanned)
+            out = {}
+            for tp in tps:
+                segs = scanned[tp]
+                first = segs[0].first if segs else 0
+                last = segs[-1].last + 1 if segs else 0
+                out[tp] = PartitionView(tp, first, last, tuple(segs))
+            return out
+        assert self.client is not None
+        topics = self.client.metadata(
+            self.opts.subscription.topics
+            if isinstance(self.opts.subscription, Subscribe)
+            else {t for t, _ in self.opts.subscription.partitions}
+            if isinstance(self.opts.subscription, Assign)
+            else None
+        )
+        topics = {n: t for n, t in topics.items() if not t.internal}
+        available = [(n, p) for n, t in topics.items() for p in t.leaders]
+        tps = select_partitions(self.opts.subscription, available)
+        earliest = self.client.list_offsets(dict.fromkeys(tps, EARLIEST))
+        latest = self.client.list_offsets(dict.fromkeys(tps, LATEST))
+        remote: dict[TP, list[ColdSegment]] = {}
+        if self.opts.remote_reads and self._remote_catalog is not None:
+            remote = self._remote_catalog(self.client, self.opts, topics)
+        return {
+            tp: PartitionView(tp, earliest[tp][0], latest[tp][0], tuple(remote.get(tp, ())))
+            for tp in tps
+        }
+
+    def by_timestamp(self) -> Callable[[dict[TP, int]], dict[TP, tuple[int, int]]] | None:
+        return self.client.list_offsets if self.client is not None else None
+
+    def resolve(self, bound: Bound, views: Mapping[TP, PartitionView], side: str) -> dict[TP, int]:
+        return resolve_bound(bound, sorted(views), views, self.by_timestamp(), side)
+
+    def plan(
+        self, views: Mapping[TP, PartitionView], starts: Mapping[TP, int], ends: Mapping[TP, int]
+    ) -> list[Slice]:
+        return plan_slices(views, starts, ends, self.opts, broker=self.client is not None)
+
+
+def timestamp_bound_used(opts: SourceOptions) -> bool:
+    return isinstance(opts.starting, TimestampBound) or isinstance(opts.ending, TimestampBound)

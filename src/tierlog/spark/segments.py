@@ -1,0 +1,201 @@
+"""Segments an executor can read without the broker: local `.log` files and remote copies.
+
+The driver ships a small picklable reference per segment inside each input partition; the
+executor opens it here. Remote segments go through the configured RemoteStorageManager
+itself (by default the object-store plugin), so chunk lookup, ranged GETs, decryption and
+decompression are the storage plugin's own code, not a second implementation that could
+drift from it. Plugin instances are cached per Python worker, which Spark reuses across
+tasks, so clients and caches survive from one task to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from tierlog.spark.decode import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+from tierlog.spark.planning import ColdSegment
+from tierlog.tiered.api import (
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteStorageManager,
+    load_plugin,
+)
+
+_LENGTH = struct.Struct(">qi")
+
+
+@dataclass(frozen=True)
+class FileSegmentRef:
+    log_path: str
+    base_offset: int
+
+
+@dataclass(frozen=True)
+class RsmSpec:
+    """Which storage plugin to load on executors and its (prefix-stripped) properties."""
+
+    class_name: str
+    props: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, class_name: str, props: Mapping[str, str]) -> RsmSpec:
+        return cls(class_name, tuple(sorted(props.items())))
+
+
+@dataclass(frozen=True)
+class RemoteSegmentRef:
+    """A COPY_FINISHED segment. The metadata is carried as plain fields because the API
+    value type holds a read-only mapping, which does not pickle."""
+
+    rsm: RsmSpec
+    fields: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, rsm: RsmSpec, metadata: RemoteLogSegmentMetadata) -> RemoteSegmentRef:
+        values = {f.name: getattr(metadata, f.name) for f in dataclasses.fields(metadata)}
+        values["segment_leader_epochs"] = dict(metadata.segment_leader_epochs)
+        return cls(rsm, tuple(values.items()))
+
+    def metadata(self) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(**dict(self.fields))
+
+
+SegmentRef = FileSegmentRef | RemoteSegmentRef
+
+_plugins: dict[RsmSpec, RemoteStorageManager] = {}
+_plugins_lock = threading.Lock()
+
+
+def storage_plugin(spec: RsmSpec) -> RemoteStorageManager:
+    """One configured plugin per spec per process."""
+    from tierlog.storage import RSM_ALIASES
+
+    with _plugins_lock:
+        rsm = _plugins.get(spec)
+        if rsm is None:
+            rsm = load_plugin(
+                spec.class_name,
+                RemoteStorageManager,  # type: ignore[type-abstract]
+                RSM_ALIASES,
+                dict(spec.props),
+                "",
+                config_key="tierlog.rsm.class",
+            )
+            _plugins[spec] = rsm
+        return rsm
+
+
+def _checked(ref: object) -> SegmentRef:
+    if not isinstance(ref, FileSegmentRef | RemoteSegmentRef):
+        raise TypeError(f"not a segment reference: {ref!r}")
+    return ref
+
+
+def open_log(ref: object, position: int) -> BinaryIO:
+    """A stream over the segment's `.log` bytes from `position` to its end."""
+    ref = _checked(ref)
+    if isinstance(ref, FileSegmentRef):
+        f = open(ref.log_path, "rb")  # noqa: SIM115 - the caller closes the stream
+        f.seek(position)
+        return f
+    return storage_plugin(ref.rsm).fetch_log_segment(ref.metadata(), position)
+
+
+def parse_offset_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:
+    """Kafka `.index` entries (u32 relative offset, u32 position) as absolute pairs.
+
+    Active-segment index files are preallocated with zeros, so entries stop at the first
+    one that does not move forward.
+    """
+    raw = np.frombuffer(data[: len(data) // 8 * 8], dtype=">u4").reshape(-1, 2).astype(np.int64)
+    if len(raw) == 0:
+        return []
+    rel, pos = raw[:, 0], raw[:, 1]
+    forward = np.ones(len(raw), dtype=bool)
+    forward[1:] = (rel[1:] > rel[:-1]) & (pos[1:] > pos[:-1])
+    stop = int(np.argmin(forward)) if not bool(forward.all()) else len(raw)
+    return list(zip((rel[:stop] + base_offset).tolist(), pos[:stop].tolist(), strict=True))
+
+
+def offset_index(ref: object, base_offset: int) -> list[tuple[int, int]]:
+    ref = _checked(ref)
+    if isinstance(ref, FileSegmentRef):
+        path = Path(ref.log_path).with_suffix(".index")
+        if not path.exists():
+            return []
+        return parse_offset_index(path.read_bytes(), base_offset)
+    with storage_plugin(ref.rsm).fetch_index(ref.metadata(), IndexType.OFFSET) as stream:
+        return parse_offset_index(stream.read(), base_offset)
+
+
+def _last_offset(path: Path, index: list[tuple[int, int]]) -> tuple[int, int]:
+    """(last offset, bytes of whole batches): walk batch headers from the last index entry."""
+    size = path.stat().st_size
+    pos = index[-1][1] if index else 0
+    last = -1
+    with open(path, "rb") as f:
+        while pos + HEADER_SIZE <= size:
+            f.seek(pos)
+            head = f.read(HEADER_SIZE)
+            base, length = _LENGTH.unpack_from(head)
+            if length <= 0 or pos + LOG_OVERHEAD + length > size:
+                break
+            last = base + BATCH_HEADER.unpack_from(head)[6]
+            pos += LOG_OVERHEAD + length
+    return last, pos
+
+
+def scan_log_dir(root: str) -> dict[tuple[str, int], list[ColdSegment]]:
+    """Segments of every `<topic>-<partition>` directory under a Kafka log dir."""
+    out: dict[tuple[str, int], list[ColdSegment]] = {}
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        topic, sep, part = entry.name.rpartition("-")
+        if not entry.is_dir() or not sep or not part.isdigit():
+            continue
+        segs: list[ColdSegment] = []
+        for log in sorted(Path(entry.path).glob("*.log")):
+            if not log.stem.isdigit():
+                continue
+            base = int(log.stem)
+            ref = FileSegmentRef(str(log), base)
+            last, size = _last_offset(log, offset_index(ref, base))
+            if last >= base:
+                segs.append(ColdSegment(base, last, size, ref))
+        out[(topic, int(part))] = segs
+    return out
+
+
+def read_all(stream: BinaryIO, size: int) -> bytes:
+    """Read up to `size` bytes, looping over short reads of network-backed streams."""
+    parts: list[bytes] = []
+    want = size
+    while want > 0:
+        chunk = stream.read(want)
+        if not chunk:
+            break
+        parts.append(chunk)
+        want -= len(chunk)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+__all__ = [
+    "FileSegmentRef",
+    "RemoteSegmentRef",
+    "RsmSpec",
+    "SegmentRef",
+    "offset_index",
+    "open_log",
+    "parse_offset_index",
+    "read_all",
+    "scan_log_dir",
+    "storage_plugin",
+]

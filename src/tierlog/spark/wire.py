@@ -1,0 +1,237 @@
+"""A small blocking Kafka client for Spark's driver and executors: Metadata, ListOffsets, Fetch.
+
+Why not a stock client: the source needs raw record batches (to feed the same vectorised
+decoder the cold path uses, and to see control batches so offset bounds stay exact), which
+librdkafka-based consumers never hand out. Requests go through `tierlog.protocol.codec`
+(kio), one in flight per connection, which is all a task needs. Partitions are routed to
+their leader from Metadata; this is a single-node broker today but the client does not
+assume it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.list_offsets.v7 import request as lo_req
+from kio.schema.metadata.v12 import request as md_req
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import decode_response, encode_request
+
+TP = tuple[str, int]
+_SIZE = struct.Struct(">i")
+FETCH, LIST_OFFSETS, METADATA = 1, 2, 3
+FETCH_V, LIST_OFFSETS_V, METADATA_V = 12, 7, 12
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER = 6
+
+
+class BrokerError(RuntimeError):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: str
+    internal: bool
+    leaders: Mapping[int, int]  # partition -> leader node id
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    return out
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._client_id = client_id
+        self._corr = 0
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        self._corr += 1
+        self._sock.sendall(encode_request(api_key, version, self._corr, self._client_id, body))
+        (size,) = _SIZE.unpack(self._recv(4))
+        corr, response = decode_response(api_key, version, self._recv(size))
+        if corr != self._corr:
+            raise BrokerError(f"correlation id {corr}, expected {self._corr}", -1)
+        return response
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionError("broker closed the connection")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class BrokerClient:
+    """Not thread-safe; one per task or per driver call."""
+
+    def __init__(
+        self, bootstrap: str, *, timeout_s: float = 30.0, client_id: str = "tierlog-spark"
+    ) -> None:
+        self._bootstrap = parse_bootstrap(bootstrap)
+        self._timeout_s = timeout_s
+        self._client_id = client_id
+        self._nodes: dict[int, tuple[str, int]] = {}
+        self._conns: dict[int | None, _Connection] = {}
+        self._leaders: dict[TP, int] = {}
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def _conn(self, node: int | None) -> _Connection:
+        conn = self._conns.get(node)
+        if conn is None:
+            if node is None or node not in self._nodes:
+                errors = []
+                for host, port in self._bootstrap:
+                    try:
+                        conn = _Connection(host, port, self._timeout_s, self._client_id)
+                        break
+                    except OSError as exc:
+                        errors.append(f"{host}:{port}: {exc}")
+                else:
+                    raise ConnectionError(f"no bootstrap server reachable ({'; '.join(errors)})")
+            else:
+                host, port = self._nodes[node]
+                conn = _Connection(host, port, self._timeout_s, self._client_id)
+            self._conns[node] = conn
+        return conn
+
+    def metadata(self, topics: Iterable[str] | None = None) -> dict[str, TopicInfo]:
+        """All topics (None) or the named ones; unknown names are simply absent."""
+        req_topics = (
+            None
+            if topics is None
+            else tuple(mk(md_req.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
+        )
+        body = mk(md_req.MetadataRequest, topics=req_topics, allow_auto_topic_creation=False)
+        resp = self._conn(None).call(METADATA, METADATA_V, body)
+        self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        out: dict[str, TopicInfo] = {}
+        for t in resp.topics:
+            if int(t.error_code) != 0:
+                continue
+            leaders = {p.partition_index: int(p.leader_id) for p in t.partitions}
+            for p, leader in leaders.items():
+                self._leaders[(t.name, p)] = leader
+            out[t.name] = TopicInfo(t.name, str(t.topic_id), bool(t.is_internal), leaders)
+        return out
+
+    def _leader(self, tp: TP) -> int | None:
+        if tp not in self._leaders:
+            self.metadata([tp[0]])
+        return self._leaders.get(tp)
+
+    def list_offsets(self, queries: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+        """Timestamp (or -1 latest / -2 earliest) per partition -> (offset, timestamp).
+
+        Offset -1 means no record at or after the timestamp.
+        """
+        by_leader: dict[int | None, dict[str, list[Any]]] = {}
+        for (topic, p), ts in queries.items():
+            part = mk(
+                lo_req.ListOffsetsPartition,
+                partition_index=p,
+                current_leader_epoch=-1,
+                timestamp=ts,
+            )
+            by_leader.setdefault(self._leader((topic, p)), {}).setdefault(topic, []).append(part)
+        out: dict[TP, tuple[int, int]] = {}
+        for leader, topics in by_leader.items():
+            body = mk(
+                lo_req.ListOffsetsRequest,
+                replica_id=-1,
+                isolation_level=0,
+                topics=tuple(
+                    mk(lo_req.ListOffsetsTopic, name=t, partitions=tuple(ps))
+                    for t, ps in topics.items()
+                ),
+            )
+            resp = self._conn(leader).call(LIST_OFFSETS, LIST_OFFSETS_V, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if int(p.error_code) != 0:
+                        raise BrokerError(
+                            f"ListOffsets {t.name}-{p.partition_index}: error {int(p.error_code)}",
+                            int(p.error_code),
+                        )
+                    out[(t.name, p.partition_index)] = (int(p.offset), int(p.timestamp))
+        return out
+
+    def fetch(
+        self, tp: TP, offset: int, *, max_bytes: int = 8 << 20, max_wait_ms: int = 0
+    ) -> FetchedPartition:
+        """Raw batches from `offset` (read_uncommitted, sessionless)."""
+        topic, p = tp
+        part = mk(
+            fetch_req.FetchPartition,
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=max_bytes,
+        )
+        body = mk(
+            fetch_req.FetchRequest,
+            replica_id=-1,
+            max_wait=dt.timedelta(milliseconds=max_wait_ms),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(mk(fetch_req.FetchTopic, topic=topic, partitions=(part,)),),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        resp = self._conn(self._leader(tp)).call(FETCH, FETCH_V, body)
+        if int(resp.error_code) != 0:
+            raise BrokerError(f"Fetch: error {int(resp.error_code)}", int(resp.error_code))
+        data = resp.responses[0].partitions[0]
+        return FetchedPartition(
+            int(data.error_code),
+            int(data.high_watermark),
+            int(data.log_start_offset),
+            bytes(data.records or b""),
+        )
