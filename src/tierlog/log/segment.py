@@ -70,9 +70,11 @@ class LogSegment:
         self.time_index_path = directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX)
         self.txn_index_path = directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX)
         self.max_index_size = config.segment_index_bytes
-        self.indexes_missing = not (self.index_path.exists() and self.time_index_path.exists())
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
+        self.indexes_missing = self.size > 0 and not (
+            self.index_path.exists() and self.time_index_path.exists()
+        )
         self.offset_index = OffsetIndex(
             self.index_path, base_offset, config.segment_index_bytes, active
         )
