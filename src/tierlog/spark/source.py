@@ -40,14 +40,16 @@ from tierlog.spark.options import (
 )
 from tierlog.spark.planning import Slice, rate_limit
 from tierlog.spark.reader import ReadContext, read_slice
+from tierlog.spark.remote import remote_catalog
 from tierlog.spark.schema import spark_ddl
 from tierlog.spark.sink import SinkOptions, check_sink_schema, parse_sink_options, produce_batches
 
-_remote_catalog: RemoteCatalog | None = None
+_remote_catalog: RemoteCatalog | None = remote_catalog
 
 
 def set_remote_catalog(catalog: RemoteCatalog | None) -> None:
-    """Install how the driver finds COPY_FINISHED segments (see tierlog.spark.remote)."""
+    """Replace how the driver finds COPY_FINISHED segments (default: tierlog.spark.remote;
+    None reads everything through the broker)."""
     global _remote_catalog
     _remote_catalog = catalog
 

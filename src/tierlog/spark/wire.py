@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.describe_configs.v4 import request as dc_req
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.list_offsets.v7 import request as lo_req
 from kio.schema.metadata.v12 import request as md_req
@@ -26,8 +27,9 @@ from tierlog.protocol.codec import decode_response, encode_request
 
 TP = tuple[str, int]
 _SIZE = struct.Struct(">i")
-FETCH, LIST_OFFSETS, METADATA = 1, 2, 3
-FETCH_V, LIST_OFFSETS_V, METADATA_V = 12, 7, 12
+FETCH, LIST_OFFSETS, METADATA, DESCRIBE_CONFIGS = 1, 2, 3, 32
+FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 7, 12, 4
+RESOURCE_BROKER = 4
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER = 6
@@ -235,3 +237,31 @@ class BrokerClient:
             int(data.log_start_offset),
             bytes(data.records or b""),
         )
+
+    def broker_configs(self) -> dict[str, str | None]:
+        """Static configs of the broker we are connected to; sensitive values come back None."""
+        if not self._nodes:
+            self.metadata([])
+        node = min(self._nodes) if self._nodes else 0
+        resource = mk(
+            dc_req.DescribeConfigsResource,
+            resource_type=RESOURCE_BROKER,
+            resource_name=str(node),
+            configuration_keys=None,
+        )
+        body = mk(
+            dc_req.DescribeConfigsRequest,
+            resources=(resource,),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        resp = self._conn(None).call(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
+        out: dict[str, str | None] = {}
+        for result in resp.results:
+            if int(result.error_code) != 0:
+                raise BrokerError(
+                    f"DescribeConfigs: {result.error_message}", int(result.error_code)
+                )
+            for c in result.configs:
+                out[c.name] = None if c.is_sensitive else c.value
+        return out
