@@ -15,6 +15,7 @@ Additions to the contract (compatible, all optional):
 """
 
 from tierlog.log.config import LogConfig
+from tierlog.log.dump import dump_file
 from tierlog.log.errors import KafkaStorageError, LogAppendError, LogError, OffsetOutOfRange
 from tierlog.log.leader_epoch import EpochEntry, LeaderEpochCache
 from tierlog.log.manager import LogManager
@@ -35,4 +36,5 @@ __all__ = [
     "PartitionLog",
     "SegmentInfo",
     "TopicPartition",
+    "dump_file",
 ]
