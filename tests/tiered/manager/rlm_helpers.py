@@ -52,3 +52,125 @@ def by_epoch(
         )
 
     return listed, for_epoch
+
+
+# --- a real tiering stack in one process ----------------------------------------------
+
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from tierlog.log import LogConfig, PartitionLog, TopicPartition  # noqa: E402
+from tierlog.protocol.records import SimpleRecord, build_batch  # noqa: E402
+from tierlog.storage.directory import DirectoryRemoteStorageManager  # noqa: E402
+from tierlog.tiered.manager import (  # noqa: E402
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+    RemoteMetrics,
+)
+from tierlog.tiered.metadata import (  # noqa: E402
+    InMemoryMetadataTopicIO,
+    TopicBasedRemoteLogMetadataManager,
+)
+
+DEADLINE_S = 20.0
+
+
+def wait_until(cond: Callable[[], object], what: str, timeout_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@dataclass
+class Stack:
+    root: Path
+    log: PartitionLog
+    rsm: DirectoryRemoteStorageManager
+    rlmm: TopicBasedRemoteLogMetadataManager
+    rlm: RemoteLogManager
+    metrics: RemoteMetrics
+    next_ts: list[int] = field(default_factory=lambda: [1_000])
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.log.tp
+
+    def produce(self, n: int, *, per_segment: int | None = None, epoch: int = 0) -> None:
+        """Append ``n`` one-record batches, rolling after every ``per_segment`` of them."""
+        for i in range(n):
+            ts = self.next_ts[0]
+            self.next_ts[0] += 1
+            value = f"v{self.log.log_end_offset}".encode()
+            self.log.append_as_leader(
+                build_batch([SimpleRecord(value, timestamp=ts)]),
+                leader_epoch=epoch,
+                required_acks=1,
+            )
+            if per_segment and (i + 1) % per_segment == 0:
+                self.log.roll()
+
+    def remote(self, state: RemoteLogSegmentState | None = None) -> list[RemoteLogSegmentMetadata]:
+        tip = TopicIdPartition(self.log.topic_id, self.tp.topic, self.tp.partition)  # type: ignore[arg-type]
+        segs = sorted(self.rlmm.list_remote_log_segments(tip), key=lambda s: s.start_offset)
+        return [s for s in segs if state is None or s.state is state]
+
+    def finished(self) -> list[tuple[int, int]]:
+        return [
+            (s.start_offset, s.end_offset)
+            for s in self.remote(RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+        ]
+
+    def metric(self, name: str) -> float:
+        return self.metrics.value(name, topic=self.tp.topic, partition=self.tp.partition)
+
+    def close(self) -> None:
+        self.rlm.close()
+        self.log.close()
+
+
+def make_stack(
+    root: Path,
+    *,
+    log_config: LogConfig | None = None,
+    rlm_overrides: dict[str, Any] | None = None,
+    autorun: bool = False,
+    lead: bool = True,
+) -> Stack:
+    cfg = log_config or LogConfig(
+        index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1
+    )
+    lg = PartitionLog(
+        TopicPartition(TIP.topic, TIP.partition),
+        root / "logs" / f"{TIP.topic}-{TIP.partition}",
+        cfg,
+        topic_id=TIP.topic_id,
+        remote_enabled=True,
+    )
+    rsm = DirectoryRemoteStorageManager()
+    rsm.configure({"dir": str(root / "remote")})
+    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
+    rlmm.configure(
+        {
+            "remote.log.metadata.consume.poll.interval.ms": "5",
+            "remote.log.metadata.snapshot.enable": "false",
+        }
+    )
+    settings: dict[str, Any] = {
+        "task_interval_ms": 50 if autorun else 3_600_000,
+        "initial_task_delay_ms": 0 if autorun else 3_600_000,
+    }
+    settings.update(rlm_overrides or {})
+    metrics = RemoteMetrics()
+    rlm = RemoteLogManager(
+        RemoteLogManagerConfig(**settings), rsm, rlmm, root / "logs", metrics=metrics
+    )
+    rlm.startup()
+    stack = Stack(root, lg, rsm, rlmm, rlm, metrics)
+    if lead:
+        rlm.on_leadership_change([lg])
+        wait_until(lambda: rlmm.is_ready(TIP), "metadata ready")
+    return stack
