@@ -12,6 +12,8 @@ from tierlog.tiered.api import (
     RemoteLogMetadataManager,
     RemoteStorageManager,
     load_plugin,
+    load_remote_log_metadata_manager,
+    load_remote_storage_manager,
 )
 
 PLUGIN_SOURCE = textwrap.dedent(
@@ -40,6 +42,10 @@ PLUGIN_SOURCE = textwrap.dedent(
     """
 )
 
+# mypy rejects abstract classes for type[T]; the plugin loader takes them on purpose.
+RSM_BASE: type[RemoteStorageManager] = RemoteStorageManager  # type: ignore[type-abstract]
+RLMM_BASE: type[RemoteLogMetadataManager] = RemoteLogMetadataManager  # type: ignore[type-abstract]
+
 PROPS = {
     "rsm.config.dir": "/data/remote",
     "rsm.config.chunk.size": "4096",
@@ -56,41 +62,44 @@ def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_module_class_path_is_loaded_and_gets_stripped_props(plugin_module: str) -> None:
-    rsm = load_plugin(
-        f"{plugin_module}:RecordingRSM", RemoteStorageManager, {}, PROPS, "rsm.config."
-    )
+    rsm = load_plugin(f"{plugin_module}:RecordingRSM", RSM_BASE, {}, PROPS, "rsm.config.")
     assert type(rsm).__name__ == "RecordingRSM"
     assert rsm.props == {"dir": "/data/remote", "chunk.size": "4096"}  # type: ignore[attr-defined]
 
 
 def test_alias_is_resolved(plugin_module: str) -> None:
     aliases = {"recording": f"{plugin_module}:RecordingRSM"}
-    rsm = load_plugin("recording", RemoteStorageManager, aliases, PROPS, "rsm.config.")
+    rsm = load_plugin("recording", RSM_BASE, aliases, PROPS, "rsm.config.")
     assert type(rsm).__name__ == "RecordingRSM"
 
 
 def test_unknown_alias_names_the_config_key() -> None:
     with pytest.raises(PluginLoadError, match=r"remote\.log\.storage\.manager\.class\.name"):
-        load_plugin("nope", RemoteStorageManager, {"directory": "x:Y"}, PROPS, "rsm.config.")
+        load_plugin("nope", RSM_BASE, {"directory": "x:Y"}, PROPS, "rsm.config.")
 
 
 def test_unimportable_module_names_the_config_key() -> None:
     with pytest.raises(PluginLoadError, match=r"remote\.log\.metadata\.manager\.class\.name"):
-        load_plugin("no_such_module_xyz:Cls", RemoteLogMetadataManager, {}, PROPS, "rlmm.config.")
+        load_plugin("no_such_module_xyz:Cls", RLMM_BASE, {}, PROPS, "rlmm.config.")
 
 
 def test_missing_class_is_reported(plugin_module: str) -> None:
     with pytest.raises(PluginLoadError, match="has no class 'Missing'"):
-        load_plugin(f"{plugin_module}:Missing", RemoteStorageManager, {}, PROPS, "rsm.config.")
+        load_plugin(f"{plugin_module}:Missing", RSM_BASE, {}, PROPS, "rsm.config.")
 
 
 def test_class_of_wrong_kind_is_rejected(plugin_module: str) -> None:
     with pytest.raises(PluginLoadError, match="not a subclass of RemoteStorageManager"):
-        load_plugin(f"{plugin_module}:NotAPlugin", RemoteStorageManager, {}, PROPS, "rsm.config.")
+        load_plugin(f"{plugin_module}:NotAPlugin", RSM_BASE, {}, PROPS, "rsm.config.")
 
 
 def test_rsm_that_is_not_an_rlmm_is_rejected(plugin_module: str) -> None:
     with pytest.raises(PluginLoadError, match="not a subclass of RemoteLogMetadataManager"):
-        load_plugin(
-            f"{plugin_module}:RecordingRSM", RemoteLogMetadataManager, {}, PROPS, "rlmm.config."
-        )
+        load_plugin(f"{plugin_module}:RecordingRSM", RLMM_BASE, {}, PROPS, "rlmm.config.")
+
+
+def test_typed_wrappers_use_the_standard_prefixes(plugin_module: str) -> None:
+    rsm = load_remote_storage_manager(f"{plugin_module}:RecordingRSM", {}, PROPS)
+    assert rsm.props == {"dir": "/data/remote", "chunk.size": "4096"}  # type: ignore[attr-defined]
+    with pytest.raises(PluginLoadError, match=r"remote\.log\.metadata\.manager\.class\.name"):
+        load_remote_log_metadata_manager(f"{plugin_module}:RecordingRSM", {}, PROPS)

@@ -20,6 +20,8 @@ from tierlog.tiered.api.plugin import (
     RSM_PROPS_PREFIX,
     PluginLoadError,
     load_plugin,
+    load_remote_log_metadata_manager,
+    load_remote_storage_manager,
     plugin_props,
 )
 from tierlog.tiered.api.remote_log_metadata_manager import RemoteLogMetadataManager
@@ -58,5 +60,7 @@ __all__ = [
     "RetriableRemoteStorageException",
     "TopicIdPartition",
     "load_plugin",
+    "load_remote_log_metadata_manager",
+    "load_remote_storage_manager",
     "plugin_props",
 ]

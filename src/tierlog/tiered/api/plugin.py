@@ -10,6 +10,9 @@ import importlib
 from collections.abc import Mapping
 from typing import Protocol, TypeVar
 
+from tierlog.tiered.api.remote_log_metadata_manager import RemoteLogMetadataManager
+from tierlog.tiered.api.remote_storage_manager import RemoteStorageManager
+
 RSM_PROPS_PREFIX = "rsm.config."
 RLMM_PROPS_PREFIX = "rlmm.config."
 RSM_CLASS_KEY = "remote.log.storage.manager.class.name"
@@ -46,6 +49,8 @@ def load_plugin(
     """Instantiate the plugin (no-argument constructor) and ``configure`` it with the
     ``prefix`` properties, prefix stripped.
 
+    mypy rejects an abstract ``base`` for ``type[T]``; prefer the typed wrappers below.
+
     ``config_key`` is only used in error messages; by default it is derived from ``prefix``.
     """
     key = config_key or _KEY_FOR_PREFIX.get(prefix, prefix + "class.name")
@@ -70,3 +75,19 @@ def load_plugin(
     instance: T = cls()
     instance.configure(plugin_props(props, prefix))
     return instance
+
+
+def load_remote_storage_manager(
+    name_or_path: str, aliases: Mapping[str, str], props: Mapping[str, str]
+) -> RemoteStorageManager:
+    """``load_plugin`` for ``remote.log.storage.manager.class.name`` (``rsm.config.``)."""
+    base: type[RemoteStorageManager] = RemoteStorageManager  # type: ignore[type-abstract]
+    return load_plugin(name_or_path, base, aliases, props, RSM_PROPS_PREFIX)
+
+
+def load_remote_log_metadata_manager(
+    name_or_path: str, aliases: Mapping[str, str], props: Mapping[str, str]
+) -> RemoteLogMetadataManager:
+    """``load_plugin`` for ``remote.log.metadata.manager.class.name`` (``rlmm.config.``)."""
+    base: type[RemoteLogMetadataManager] = RemoteLogMetadataManager  # type: ignore[type-abstract]
+    return load_plugin(name_or_path, base, aliases, props, RLMM_PROPS_PREFIX)

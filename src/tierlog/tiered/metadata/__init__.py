@@ -24,9 +24,20 @@ from tierlog.tiered.metadata.topic_io import (
 #: Value for ``remote.log.metadata.manager.class.name`` (the broker's default alias target).
 TOPIC_BASED_RLMM_CLASS = "tierlog.tiered.metadata.topic_based:TopicBasedRemoteLogMetadataManager"
 
+#: Aliases the broker passes to ``load_remote_log_metadata_manager``. Kafka's class name is the
+#: config default, so it must resolve to ours.
+RLMM_ALIASES = {
+    "topic": TOPIC_BASED_RLMM_CLASS,
+    "TopicBasedRemoteLogMetadataManager": TOPIC_BASED_RLMM_CLASS,
+    "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager": (
+        TOPIC_BASED_RLMM_CLASS
+    ),
+}
+
 __all__ = [
     "METADATA_TOPIC",
     "METADATA_TOPIC_CONFIGS",
+    "RLMM_ALIASES",
     "TOPIC_BASED_RLMM_CLASS",
     "EpochSnapshot",
     "InMemoryMetadataTopicIO",

@@ -456,6 +456,8 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             members = {t: up for t, up in self._assigned.items() if up.metadata_partition == mp}
         start = min(up.position for up in members.values())
         try:
+            if start >= self._topic.end_offset(mp):
+                return False
             records = self._topic.read(mp, start)
         except Exception as e:
             log.warning("reading %s-%d at %d failed, retrying: %r", METADATA_TOPIC, mp, start, e)
