@@ -1,0 +1,51 @@
+"""Shared fixtures: real broker subprocesses (see ``helpers/broker.py`` for the details).
+
+* ``broker``: a fresh broker per test with the test defaults.
+* ``broker_factory(overrides=..., **kw)``: make brokers with custom settings; all are killed
+  at the end of the test.
+* ``module_broker``: one broker shared by a test module (for read-mostly client matrices).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers.broker import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    made: list[BrokerProcess] = []
+
+    def make(
+        overrides: dict[str, str] | None = None, *, start: bool = True, **kw: Any
+    ) -> BrokerProcess:
+        b = BrokerProcess(tmp_path / f"broker{len(made)}", overrides, **kw)
+        made.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("module-broker"))
+    b.start()
+    yield b
+    b.close()

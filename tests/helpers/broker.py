@@ -1,0 +1,200 @@
+"""A real ``tierlog serve`` subprocess for integration tests.
+
+Usage (fixtures in ``tests/conftest.py`` wrap this; import it directly for custom cases)::
+
+    from helpers.broker import BrokerProcess   # tests/ is on sys.path via tests/conftest.py
+
+    def test_something(broker):              # fresh broker, default test overrides
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+    def test_other(broker_factory):          # custom overrides, several brokers, restarts
+        b = broker_factory(overrides={"log.segment.bytes": "1024"})
+        b.stop()                             # SIGTERM, waits for exit, returns the exit code
+        b.start()                            # same data dir, same port
+        b.kill()                             # SIGKILL (crash), no clean-shutdown marker
+        b.restart(kill=True)                 # kill -9 then start again
+
+What it does:
+
+* The broker runs as ``python -m tierlog serve --override ...`` in its own process group,
+  with ``log.dirs`` in a temp dir (``b.log_dir``) and both the Kafka listener and the
+  metrics endpoint on port 0 (the kernel picks free ports, so tests never collide). After
+  the first start the Kafka port is pinned, so a restarted broker keeps its address and
+  clients can reconnect.
+* Readiness is detected by polling the broker's stdout for the ``tierlog ready:`` line it
+  prints once the listener accepts connections (no sleeps); the line carries the bootstrap
+  address, the metrics URL and the pid. If the process exits first, ``start`` raises with
+  the tail of its log.
+* Test defaults (``TEST_OVERRIDES``): ``auto.create.topics.enable=false`` (tests create
+  their topics explicitly) and ``group.initial.rebalance.delay.ms=0`` (groups form without
+  the 3 s delay). Pass ``overrides`` to change or add keys.
+* ``b.stdout`` / ``b.stderr`` give the process output so far (stderr is the broker log);
+  ``b.metrics_url`` is the Prometheus endpoint.
+* ``close()`` (called by the fixtures) SIGKILLs a still-running broker so no process
+  outlives the test session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+READY_PREFIX = "tierlog ready:"
+
+TEST_OVERRIDES: dict[str, str] = {
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        base_dir: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        config_file: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        use_test_defaults: bool = True,
+    ) -> None:
+        self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="tierlog-broker-"))
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = self.base_dir / "data"
+        self.overrides: dict[str, str] = dict(TEST_OVERRIDES) if use_test_defaults else {}
+        self.overrides.setdefault("log.dirs", str(self.log_dir))
+        self.overrides.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
+        self.overrides.setdefault("metrics.listener", "http://127.0.0.1:0")
+        self.overrides.update(overrides or {})
+        self.config_file = config_file
+        self.env = dict(env) if env is not None else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.bootstrap = ""
+        self.metrics_url = ""
+        self.port: int | None = None
+        self.starts = 0
+        self._out_path = self.base_dir / "broker.stdout"
+        self._err_path = self.base_dir / "broker.stderr"
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "tierlog", "serve"]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
+        overrides = dict(self.overrides)
+        if self.port is not None and overrides["listeners"].endswith(":0"):
+            overrides["listeners"] = overrides["listeners"][:-2] + f":{self.port}"
+        for k, v in overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, timeout_s: float = 60.0) -> BrokerProcess:
+        if self.running:
+            raise RuntimeError("broker already running")
+        self.starts += 1
+        out = open(self._out_path, "wb")  # noqa: SIM115 - handed to the child
+        err = open(self._err_path, "ab")  # noqa: SIM115
+        err.write(f"\n----- start #{self.starts} -----\n".encode())
+        err.flush()
+        env = dict(os.environ)
+        env.update(self.env or {})
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=out,
+                stderr=err,
+                cwd=self.base_dir,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+            err.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self._ready_line()
+            if line is not None:
+                fields = dict(f.split("=", 1) for f in line[len(READY_PREFIX) :].split())
+                self.bootstrap = fields["bootstrap"]
+                self.metrics_url = fields["metrics"]
+                self.port = int(self.bootstrap.rsplit(":", 1)[1])
+                return self
+            if self.proc.poll() is not None:
+                raise BrokerStartError(
+                    f"broker exited with {self.proc.returncode} before becoming ready:\n"
+                    + self.stderr[-4000:]
+                )
+            time.sleep(0.02)
+        self.kill()
+        raise BrokerStartError(f"broker not ready after {timeout_s}s:\n" + self.stderr[-4000:])
+
+    def _ready_line(self) -> str | None:
+        try:
+            text = self._out_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(READY_PREFIX):
+                return line
+        return None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait: the graceful shutdown path. Returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise RuntimeError(f"broker ignored SIGTERM for {timeout_s}s") from None
+        return int(self.proc.returncode)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, without flush, checkpoints or clean-shutdown marker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def restart(self, *, kill: bool = False, timeout_s: float = 60.0) -> BrokerProcess:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start(timeout_s)
+
+    def close(self) -> None:
+        self.kill()
+
+    # ---- output -------------------------------------------------------------------------
+    @property
+    def stdout(self) -> str:
+        return self._out_path.read_text(errors="replace") if self._out_path.exists() else ""
+
+    @property
+    def stderr(self) -> str:
+        return self._err_path.read_text(errors="replace") if self._err_path.exists() else ""
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, port = self.bootstrap.rsplit(":", 1)
+        return host, int(port)

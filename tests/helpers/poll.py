@@ -1,0 +1,23 @@
+"""Polling with a deadline: the only way tests wait for something (no bare sleeps)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(
+    predicate: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.02, what: str = ""
+) -> T:
+    """Call ``predicate`` until it returns a truthy value; return it, or fail at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last: T = predicate()
+    while not last:
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}")
+        time.sleep(interval_s)
+        last = predicate()
+    return last
