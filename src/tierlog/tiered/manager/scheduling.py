@@ -41,17 +41,33 @@ class BoundedExecutor:
     def __init__(self, threads: int, max_pending: int, name: str) -> None:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
         self._slots = threading.BoundedSemaphore(threads + max_pending)
+        self.capacity = threads + max_pending
+        self._in_use = 0
+        self._count_lock = threading.Lock()
+
+    @property
+    def in_use(self) -> int:
+        """Tasks running or queued."""
+        with self._count_lock:
+            return self._in_use
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         if not self._slots.acquire(blocking=False):
             raise RejectedExecution("remote reader queue is full")
+        with self._count_lock:
+            self._in_use += 1
         try:
             fut = self._pool.submit(fn, *args)
         except BaseException:
-            self._slots.release()
+            self._release(None)
             raise
-        fut.add_done_callback(lambda _f: self._slots.release())
+        fut.add_done_callback(self._release)
         return fut
+
+    def _release(self, _f: object) -> None:
+        with self._count_lock:
+            self._in_use -= 1
+        self._slots.release()
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,122 @@
+"""Spec §5.2 against the real stack: remote retention by size, time and log start offset."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from rlm_helpers import Stack, make_stack
+
+from tierlog.storage.directory import DELETE
+from tierlog.tiered.api import RemoteLogSegmentState
+
+S = RemoteLogSegmentState
+
+
+def reconfigure(st: Stack, **changes: object) -> None:
+    st.log.update_config(dataclasses.replace(st.log.config, **changes))  # type: ignore[arg-type]
+
+
+def uploaded(tmp_path: Path, n_segments: int = 3) -> Stack:
+    st = make_stack(tmp_path)
+    st.produce(10 * n_segments + 5, per_segment=10)
+    st.rlm.run_now(st.tp, "copy")
+    assert len(st.finished()) == n_segments
+    return st
+
+
+def test_size_breach_deletes_oldest_and_moves_log_start_first(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        sizes = {s.base_offset: s.size for s in st.log.segments()}
+        local_only = sizes[30]  # the active segment holds the only not-uploaded data
+        reconfigure(st, retention_bytes=local_only + sizes[20])
+        st.rlm.run_now(st.tp, "expiration")
+        assert [e.start_offset for e in st.rsm.events(DELETE)] == [0, 10]
+        assert st.finished() == [(20, 29)]
+        assert st.log.log_start_offset == 20
+        assert st.metric("tierlog_remote_delete_requests_total") == 2
+        assert st.metric("tierlog_remote_log_metadata_count") == 3  # counted before deleting
+    finally:
+        st.close()
+
+
+def test_time_breach_is_inclusive(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        reconfigure(st, retention_ms=1)  # every record has a 1970 timestamp
+        st.rlm.run_now(st.tp, "expiration")
+        assert sorted(e.start_offset for e in st.rsm.events(DELETE)) == [0, 10, 20]
+        assert st.log.log_start_offset == 30
+        assert st.remote() == []
+    finally:
+        st.close()
+
+
+def test_delete_records_breach_removes_without_moving_start_further(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        st.log.delete_records(15)
+        st.rlm.run_now(st.tp, "expiration")
+        assert [e.start_offset for e in st.rsm.events(DELETE)] == [0]
+        assert st.log.log_start_offset == 15
+        assert st.finished() == [(10, 19), (20, 29)]
+    finally:
+        st.close()
+
+
+def test_failed_delete_moves_start_then_retries_next_run(tmp_path: Path) -> None:
+    st = uploaded(tmp_path, 1)
+    try:
+        reconfigure(st, retention_bytes=0)
+        st.rsm.inject_faults(fail_delete=1)
+        st.rlm.run_now(st.tp, "expiration")
+        assert st.log.log_start_offset == 10
+        assert st.metric("tierlog_remote_delete_errors_total") == 1
+        assert [s.state for s in st.remote()] == [S.DELETE_SEGMENT_STARTED]
+        st.rlm.run_now(st.tp, "expiration")  # retries the dangling DELETE_STARTED
+        assert [e.failed for e in st.rsm.events(DELETE)] == [True, False]
+        assert st.remote() == []
+        assert st.metric("tierlog_remote_delete_requests_total") == 2
+    finally:
+        st.close()
+
+
+def test_nothing_to_delete_without_breach(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        st.rlm.run_now(st.tp, "expiration")
+        assert st.rsm.events(DELETE) == []
+        assert st.log.log_start_offset == 0
+        sizes = sum(s.segment_size_in_bytes for s in st.remote())
+        assert st.metric("tierlog_remote_log_size_bytes") == sizes
+    finally:
+        st.close()
+
+
+def test_copy_disabled_keeps_expiring(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        reconfigure(st, remote_log_copy_disable=True, retention_ms=1)
+        st.rlm.on_config_change(st.log)
+        assert set(st.rlm.tasks_of(st.tp)) == {"expiration"}
+        st.rlm.run_now(st.tp, "expiration")
+        assert len(st.rsm.events(DELETE)) == 3
+    finally:
+        st.close()
+
+
+def test_disable_remote_with_delete_raises_log_start_to_local_start(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        reconfigure(st, local_retention_bytes=1)
+        st.log.run_retention()
+        assert st.log.local_log_start_offset == 30
+        reconfigure(st, remote_storage_enable=False, remote_log_delete_on_disable=True)
+        st.log.remote_enabled = False
+        st.rlm.disable_remote(st.log)
+        assert sorted(e.start_offset for e in st.rsm.events(DELETE)) == [0, 10, 20]
+        assert st.log.log_start_offset == 30
+        assert st.rlm.tasks_of(st.tp) == {}
+    finally:
+        st.close()
