@@ -140,6 +140,18 @@ def s3_props(endpoint: str, bucket: str, prefix: str = "tiered") -> dict[str, st
 
 
 @pytest.fixture
+def s3_admin(moto_s3: ServerProcess):  # type: ignore[no-untyped-def]
+    """A boto3 S3 client on the moto server, to inspect or tamper with what is stored."""
+    return boto_client(moto_s3.endpoint)
+
+
+@pytest.fixture
+def s3_props_for(moto_s3: ServerProcess) -> Callable[[str, str], dict[str, str]]:
+    """Plugin props for (bucket, prefix) on the moto server."""
+    return lambda bucket, prefix: s3_props(moto_s3.endpoint, bucket, prefix)
+
+
+@pytest.fixture
 def s3_bucket(moto_s3: ServerProcess) -> dict[str, str]:
     bucket = f"b-{uuid.uuid4().hex[:20]}"
     boto_client(moto_s3.endpoint).create_bucket(Bucket=bucket)
@@ -157,6 +169,12 @@ def _load_bench_module(name: str) -> ModuleType:
 
 
 latency_proxy_module = _load_bench_module("latency_proxy")
+
+
+@pytest.fixture
+def proxy_fault() -> type:
+    """The ``Fault`` class of the latency proxy (``Fault("503", count=2, method="PUT")``)."""
+    return latency_proxy_module.Fault  # type: ignore[no-any-return]
 
 
 @pytest.fixture
