@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
+from metadata_factories import segment, update
+
+from tierlog.tiered.api import RemoteLogSegmentState as S
+from tierlog.tiered.api import TopicIdPartition
+from tierlog.tiered.metadata import (
+    InMemoryMetadataTopicIO,
+    MetadataTopicIO,
+    PartitionSnapshot,
+    TopicBasedRemoteLogMetadataManager,
+)
+
+TIPS = [TopicIdPartition(uuid.UUID(int=0xA000 + i), f"topic{i % 3}", i) for i in range(6)]
 
 
 def wait_until(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
@@ -35,7 +47,7 @@ class GatedTopicIO(InMemoryMetadataTopicIO):
 
 
 def make_rlmm(
-    io: InMemoryMetadataTopicIO,
+    io: MetadataTopicIO,
     snapshot_dir: Path | None,
     extra: Mapping[str, str] | None = None,
 ) -> TopicBasedRemoteLogMetadataManager:
@@ -54,3 +66,32 @@ def make_rlmm(
     rlmm.configure(props)
     rlmm.await_initialized(10)
     return rlmm
+
+
+def populate(rlmm: TopicBasedRemoteLogMetadataManager, per_partition: int = 8) -> None:
+    """Several segments per user partition through every state, several leaders/epochs."""
+    for tip in TIPS:
+        for i in range(per_partition):
+            start = i * 100
+            m = segment(start, start + 99, {i // 3: start}, tip=tip, size=100 + i)
+            rlmm.add_remote_log_segment_metadata(m).result(5)
+            if i % 4 != 3:
+                rlmm.update_remote_log_segment_metadata(
+                    update(m, S.COPY_SEGMENT_FINISHED, custom=b"k%d" % i)
+                ).result(5)
+            if i < 2:
+                rlmm.update_remote_log_segment_metadata(update(m, S.DELETE_SEGMENT_STARTED)).result(
+                    5
+                )
+            if i == 0:
+                rlmm.update_remote_log_segment_metadata(
+                    update(m, S.DELETE_SEGMENT_FINISHED)
+                ).result(5)
+        # a successive leader re-uploads an overlapping range: supersedes segment 2
+        dup = segment(200, 350, {0: 200, 9: 300}, tip=tip)
+        rlmm.add_remote_log_segment_metadata(dup).result(5)
+        rlmm.update_remote_log_segment_metadata(update(dup, S.COPY_SEGMENT_FINISHED)).result(5)
+
+
+def state(rlmm: TopicBasedRemoteLogMetadataManager) -> dict[TopicIdPartition, PartitionSnapshot]:
+    return {t: rlmm.partition_snapshot(t) for t in TIPS}

@@ -3,14 +3,14 @@ restart (full replay and snapshot + tail), waits during replay, §5.5 examples 5
 
 from __future__ import annotations
 
-import dataclasses
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from metadata_factories import segment, update
-from rlmm_harness import GatedTopicIO, make_rlmm, wait_until
+from rlmm_harness import TIPS, GatedTopicIO, make_rlmm, populate, state, wait_until
 
 from tierlog.tiered.api import (
     RemoteLogSegmentState,
@@ -32,7 +32,6 @@ from tierlog.tiered.metadata.snapshot_file import snapshot_path
 
 S = RemoteLogSegmentState
 P = RemotePartitionDeleteState
-TIPS = [TopicIdPartition(uuid.UUID(int=0xA000 + i), f"topic{i % 3}", i) for i in range(6)]
 
 
 @pytest.fixture
@@ -55,35 +54,6 @@ def start(
     rlmm.on_partition_leadership_changes(set(tips), set())
     wait_until(lambda: all(rlmm.is_ready(t) for t in tips), what="partitions ready")
     return rlmm
-
-
-def populate(rlmm: TopicBasedRemoteLogMetadataManager, per_partition: int = 8) -> None:
-    """Several segments per user partition through every state, several leaders/epochs."""
-    for tip in TIPS:
-        for i in range(per_partition):
-            start = i * 100
-            m = segment(start, start + 99, {i // 3: start}, tip=tip, size=100 + i)
-            rlmm.add_remote_log_segment_metadata(m).result(5)
-            if i % 4 != 3:
-                rlmm.update_remote_log_segment_metadata(
-                    update(m, S.COPY_SEGMENT_FINISHED, custom=b"k%d" % i)
-                ).result(5)
-            if i < 2:
-                rlmm.update_remote_log_segment_metadata(update(m, S.DELETE_SEGMENT_STARTED)).result(
-                    5
-                )
-            if i == 0:
-                rlmm.update_remote_log_segment_metadata(
-                    update(m, S.DELETE_SEGMENT_FINISHED)
-                ).result(5)
-        # a successive leader re-uploads an overlapping range: supersedes segment 2
-        dup = segment(200, 350, {0: 200, 9: 300}, tip=tip)
-        rlmm.add_remote_log_segment_metadata(dup).result(5)
-        rlmm.update_remote_log_segment_metadata(update(dup, S.COPY_SEGMENT_FINISHED)).result(5)
-
-
-def state(rlmm: TopicBasedRemoteLogMetadataManager) -> dict[TopicIdPartition, object]:
-    return {t: rlmm.partition_snapshot(t) for t in TIPS}
 
 
 # -- read-your-writes and queries ------------------------------------------------------------
@@ -322,12 +292,12 @@ def test_restart_from_snapshot_plus_tail_rebuilds_identical_state(
     # more events after the snapshots: the tail
     populate(first, per_partition=3)
     expected = state(first)
-    # simulate a crash: stop the threads without the final snapshot on close
-    first._config = dataclasses.replace(first._config, snapshot_dir=None)
+    # a crash: the next start sees the snapshots as they are now, not the ones close() writes
+    at_crash = tmp_path / "at-crash"
+    shutil.copytree(snaps, at_crash)
     first.close()
-    files = sorted(p.name for p in snaps.iterdir())
-    assert files, "snapshots were written"
-    second = start(managers, io, snaps)
+    assert list(at_crash.iterdir()), "snapshots were written"
+    second = start(managers, io, at_crash)
     assert state(second) == expected
     full = start(managers, io, None)
     assert state(full) == expected
