@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -271,5 +272,18 @@ def test_stop_with_deletion_deletes_every_remote_segment(tmp_path: Path) -> None
         assert sorted(e.start_offset for e in st.rsm.events(DELETE)) == [0, 10, 20]
         assert st.rsm.stored_filesets(TIP) == []
         assert st.metric("tierlog_remote_delete_requests_total") == 3
+    finally:
+        st.close()
+
+
+def test_scheduled_tasks_upload_and_expire_without_manual_runs(tmp_path: Path) -> None:
+    st = make_stack(tmp_path, autorun=True)
+    try:
+        st.produce(25, per_segment=10)
+        st.rsm.wait_for(lambda evs: sum(e.type == COPY for e in evs) == 2, timeout_s=20)
+        wait_until(lambda: st.log.highest_offset_in_remote_storage == 19, "highest offset")
+        st.log.update_config(dataclasses.replace(st.log.config, retention_ms=1))
+        st.rsm.wait_for(lambda evs: sum(e.type == DELETE for e in evs) == 2, timeout_s=20)
+        wait_until(lambda: st.log.log_start_offset == 20, "log start moved by expiration")
     finally:
         st.close()
