@@ -32,3 +32,51 @@ def spark() -> Iterator[Any]:
     tierlog.spark.register(session)
     yield session
     session.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `tierlog serve` subprocess; yields its bootstrap address."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = tmp_path_factory.mktemp("broker")
+    port, metrics = _free_port(), _free_port()
+    exe = Path(sys.executable).with_name("tierlog")
+    logfile = open(root / "broker.log", "wb")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "serve",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override",
+            f"log.dirs={root / 'data'}",
+            "--override",
+            f"metrics.listener=http://127.0.0.1:{metrics}",
+            "--override",
+            f"rsm.config.dir={root / 'remote'}",
+        ],
+        cwd=root,
+        stdout=logfile,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while b"tierlog ready" not in (root / "broker.log").read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError((root / "broker.log").read_text()[-3000:])
+        time.sleep(0.05)
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(30)
+    logfile.close()
