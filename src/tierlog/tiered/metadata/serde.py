@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Any
 
 from tierlog.tiered.api import (
     CustomMetadata,
@@ -53,10 +54,21 @@ _I64 = struct.Struct(">q")
 _B = struct.Struct(">B")
 # start, end, max_ts, broker, event_ts, size, state, txn_idx_empty
 _SEG = struct.Struct(">qqqiqqBB")
+# segment id, the _SEG fields, number of leader epochs: decoded in one call
+_SEG_HEAD = struct.Struct(">16sqqqiqqBBI")
 _EPOCH_ENTRY = struct.Struct(">iq")
 # broker, event_ts, state
 _EVENT = struct.Struct(">iqB")
 _REF = struct.Struct(">q16s")
+
+
+def _uuid(b: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=b)`` without its argument checks, which dominate snapshot loading
+    (a restart decodes one id per remote segment); ``b`` is always exactly 16 bytes here."""
+    u = object.__new__(uuid.UUID)
+    object.__setattr__(u, "int", int.from_bytes(b, "big"))
+    object.__setattr__(u, "is_safe", uuid.SafeUUID.unknown)
+    return u
 
 
 class MetadataSerdeError(ValueError):
@@ -167,7 +179,7 @@ class _Reader:
         self.buf = buf
         self.pos = 0
 
-    def take(self, s: struct.Struct) -> tuple[int, ...]:
+    def take(self, s: struct.Struct) -> tuple[Any, ...]:
         v = s.unpack_from(self.buf, self.pos)
         self.pos += s.size
         return v
@@ -181,7 +193,7 @@ class _Reader:
         return b
 
     def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.raw(16))
+        return _uuid(self.raw(16))
 
     def tip(self) -> TopicIdPartition:
         topic_id = self.uuid()
@@ -195,9 +207,8 @@ class _Reader:
         return None if n < 0 else CustomMetadata(self.raw(n))
 
     def segment(self, tip: TopicIdPartition) -> RemoteLogSegmentMetadata:
-        sid = RemoteLogSegmentId(tip, self.uuid())
-        start, end, max_ts, broker, event_ts, size, state, txn = self.take(_SEG)
-        (n,) = self.take(_U32)
+        raw_id, start, end, max_ts, broker, event_ts, size, state, txn, n = self.take(_SEG_HEAD)
+        sid = RemoteLogSegmentId(tip, _uuid(raw_id))
         epochs = dict(_EPOCH_ENTRY.iter_unpack(self.raw(n * _EPOCH_ENTRY.size)))
         return RemoteLogSegmentMetadata(
             remote_log_segment_id=sid,
@@ -268,6 +279,13 @@ def _decode_snapshot(r: _Reader) -> PartitionSnapshot:
         )
     (n,) = r.take(_U32)
     segments = tuple(r.segment(tip) for _ in range(n))
+    # epoch entries name segments by id: reuse the segments' UUID objects
+    known = {m.remote_log_segment_id.id.bytes: m.remote_log_segment_id.id for m in segments}
+
+    def ident(b: bytes) -> uuid.UUID:
+        u = known.get(b)
+        return _uuid(b) if u is None else u
+
     (n,) = r.take(_U32)
     epochs = []
     for _ in range(n):
@@ -275,11 +293,9 @@ def _decode_snapshot(r: _Reader) -> PartitionSnapshot:
         (has_highest,) = r.take(_B)
         highest = r.take(_I64)[0] if has_highest else None
         (nref,) = r.take(_U32)
-        ref = tuple(
-            (start, uuid.UUID(bytes=b)) for start, b in _REF.iter_unpack(r.raw(nref * _REF.size))
-        )
+        ref = tuple((start, ident(b)) for start, b in _REF.iter_unpack(r.raw(nref * _REF.size)))
         (nunref,) = r.take(_U32)
         raw = r.raw(nunref * 16)
-        unref = tuple(uuid.UUID(bytes=raw[i : i + 16]) for i in range(0, len(raw), 16))
+        unref = tuple(ident(raw[i : i + 16]) for i in range(0, len(raw), 16))
         epochs.append(EpochSnapshot(epoch, highest, ref, unref))
     return PartitionSnapshot(tip, covered, delete, segments, tuple(epochs))
