@@ -194,8 +194,9 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     ) -> None:
         tips = frozenset(leader_partitions) | frozenset(follower_partitions)
         with self._cond:
-            new = tips - self._assigned.keys()
-            self._requested |= new
+            # until the consumer thread has processed this, mutations of these partitions
+            # wait (a stop of the same partition may still be queued before it)
+            self._requested |= tips
             self._requests.append((True, tips))
             self._cond.notify_all()
 
@@ -403,6 +404,9 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     def _assign(self, tips: frozenset[TopicIdPartition]) -> None:
         for tip in tips:
             if tip in self._assigned:
+                with self._cond:
+                    self._requested.discard(tip)
+                    self._cond.notify_all()
                 continue
             mp = self._partitioner.metadata_partition(tip)
             end = self._topic.end_offset(mp)
