@@ -48,7 +48,7 @@ class ObjectStoreConfig:
     chunk_size: int = 4 * MiB
     compression_enabled: bool = False
     compression_heuristic_enabled: bool = True
-    compression_level: int = 3
+    compression_level: int = 1
     encryption_enabled: bool = False
     encryption_key_pair_id: str | None = None
     encryption_key_pairs: Mapping[str, KeyPairFiles] = field(default_factory=dict)
@@ -125,7 +125,7 @@ class ObjectStoreConfig:
             chunk_size=chunk_size,
             compression_enabled=p.boolean("compression.enabled", False),
             compression_heuristic_enabled=p.boolean("compression.heuristic.enabled", True),
-            compression_level=p.integer("compression.level", 3, minimum=-7, maximum=22),
+            compression_level=p.integer("compression.level", 1, minimum=-7, maximum=22),
             encryption_enabled=encryption,
             encryption_key_pair_id=key_pair_id,
             encryption_key_pairs=key_pairs,
