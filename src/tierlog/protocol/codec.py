@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -19,6 +20,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
 from tierlog.protocol.framing import size_prefix
+from tierlog.protocol.guard import FrameBoundsError, check_request_frame
 
 _HEAD = struct.Struct(">hhi")
 
@@ -110,6 +112,10 @@ def decode_request(frame: bytes) -> Request:
     if cls is None:
         raise UnknownRequestSchema(api_key, version, corr)
     try:
+        check_request_frame(cls, frame)
+    except FrameBoundsError as e:
+        raise MalformedRequest(f"api_key={api_key} v{version}: {e}") from None
+    try:
         hdr, n = _reader(cls.__header_schema__)(frame, 0)
         body, m = _reader(cls)(frame, n)
     except Exception as e:
@@ -165,15 +171,25 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
     return int(hdr.correlation_id), body
 
 
+def preload_steps(ranges: dict[int, tuple[int, int]]) -> Iterator[None]:
+    """Warm one (api, version) per step, newest versions first (what clients pick).
+
+    A server interleaves the steps with serving, so startup does not wait ~1 s for every
+    schema while the first request of each kind still rarely pays the import cost.
+    """
+    for api_key, (lo, hi) in ranges.items():
+        for v in range(hi, lo - 1, -1):
+            req = request_schema(api_key, v)
+            if req is not None:
+                _reader(req.__header_schema__)
+                _reader(req)
+                resp = response_schema(api_key, v)
+                _writer(resp.__header_schema__)
+                _writer(resp)
+            yield
+
+
 def preload(ranges: dict[int, tuple[int, int]]) -> None:
     """Import every schema and build every reader/writer we may need, ahead of traffic."""
-    for api_key, (lo, hi) in ranges.items():
-        for v in range(lo, hi + 1):
-            req = request_schema(api_key, v)
-            if req is None:
-                continue
-            _reader(req.__header_schema__)
-            _reader(req)
-            resp = response_schema(api_key, v)
-            _writer(resp.__header_schema__)
-            _writer(resp)
+    for _ in preload_steps(ranges):
+        pass

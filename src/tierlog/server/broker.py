@@ -19,7 +19,7 @@ from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
-from tierlog.protocol.codec import preload
+from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.connection import KafkaConnection
@@ -79,7 +79,6 @@ class Broker:
             producer_ids=ProducerIdAllocator(state_dir),
         )
         self.state = state
-        preload(ADVERTISED)
         self.metrics.add_partition_source(self._partition_stats)
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
@@ -109,6 +108,7 @@ class Broker:
             )
         state.groups = await build_group_coordinator(state)
         register_all(router, state)
+        self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
         )
@@ -174,6 +174,11 @@ class Broker:
                 fn()
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    async def _warm_codec(self) -> None:
+        for _ in preload_steps(ADVERTISED):
+            await asyncio.sleep(0)
+        log.debug("codec schemas preloaded")
 
     def _retention(self) -> None:
         assert self.state is not None

@@ -101,6 +101,11 @@ class Router:
             )
         try:
             result = await handler(request, conn)
+        except Exception:
+            # A bug in a handler must not take the connection down with it: answer like
+            # Kafka does for an unexpected exception, and log it loudly.
+            log.exception("%s v%d from %s failed", name, hdr.api_version, conn.peer)
+            result = error_response(hdr.api_key, hdr.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
         finally:
             self._metrics.observe_request(name, time.perf_counter() - started)
         if result is NO_REPLY:

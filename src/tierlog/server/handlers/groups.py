@@ -32,7 +32,7 @@ def _resp(req: Request, **kw: Any) -> Any:
 async def handle_find_coordinator(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
-    keys = tuple(body.coordinator_keys) if version >= 4 else (body.key,)
+    keys = tuple(body.coordinator_keys or ()) if version >= 4 else (body.key,)
     result = await state.groups.find_coordinator(
         gm.FindCoordinatorRequest(key_type=int(getattr(body, "key_type", 0)), keys=keys)
     )
@@ -49,6 +49,8 @@ async def handle_find_coordinator(state: BrokerState, req: Request) -> Any:
     ]
     if version >= 4:
         return _resp(req, coordinators=entries)
+    if not entries:
+        return _resp(req, error_code=ErrorCode.INVALID_REQUEST)
     first = entries[0]
     return _resp(req, **{k: v for k, v in first.items() if k != "key"})
 
