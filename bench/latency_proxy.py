@@ -44,7 +44,8 @@ class Fault:
 
     kind: ``503`` answers SlowDown without contacting the server; ``reset`` drops the
     connection (TCP RST) without answering; ``slow`` adds ``delay_s`` before forwarding;
-    ``stall`` forwards nothing and answers nothing until the client gives up.
+    ``stall`` forwards nothing, answers nothing for ``delay_s``, then drops the connection
+    (a client with a shorter timeout sees a timeout).
     """
 
     kind: str
@@ -196,7 +197,8 @@ class LatencyProxy:
                     await client_w.drain()
                     continue
                 if fault is not None and fault.kind == "stall":
-                    await asyncio.sleep(3600)
+                    await asyncio.sleep(fault.delay_s)
+                    _reset(client_w)
                     return
                 delay = self.latency_s + (fault.delay_s if fault is not None else 0.0)
                 if delay > 0:

@@ -224,3 +224,42 @@ def test_tampered_chunk_fails_only_that_fetch(
     assert rsm.fetch_log_segment(stored_a, 0, 99_999).read() == data[:100_000]
     assert rsm.fetch_log_segment(stored_b, 0).read() == data
     rsm.close()
+
+
+def test_timeouts_and_unreachable_stores_are_retriable_and_classified(
+    tmp_path: Path, s3_bucket: dict[str, str], latency_proxy: Any, proxy_fault: Any
+) -> None:
+    lsd, data = segment_data(tmp_path / "seg", 50_000)
+    props = _proxied(s3_bucket, latency_proxy) | {
+        "storage.request.timeout.ms": "300",
+        "storage.retry.max": "0",
+        "fetch.chunk.cache.prefetch.max.size": "0",
+    }
+    rsm = make_rsm(props)
+    md = segment_metadata(len(data))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+
+    def errors(error_class: str) -> float:
+        values = [
+            REGISTRY.get_sample_value(
+                "tierlog_objectstore_request_errors_total",
+                {"operation": operation, "error_class": error_class},
+            )
+            for operation in ("get", "get_range")
+        ]
+        return sum(v or 0.0 for v in values)
+
+    rsm.open_segment(stored)  # manifest cached: the stalled GET is a chunk GET
+    timeouts = errors("timeout")
+    latency_proxy.inject(proxy_fault("stall", count=1, method="GET", delay_s=3.0))
+    with pytest.raises(RetriableRemoteStorageException, match="timeout"):
+        rsm.fetch_log_segment(stored, 0).read()
+    assert errors("timeout") == timeouts + 1
+
+    io_errors = errors("io")
+    dead = make_rsm(props | {"storage.s3.endpoint.url": "http://127.0.0.1:1"})
+    with pytest.raises(RetriableRemoteStorageException, match="io"):
+        dead.fetch_log_segment(stored, 0).read()
+    assert errors("io") == io_errors + 1
+    rsm.close()
+    dead.close()

@@ -37,7 +37,9 @@ class LocalReadError(RemoteStorageException):
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _THROTTLE_MARKERS = ("SlowDown", "TooManyRequests", "RequestLimitExceeded", "ServerBusy")
-_TIMEOUT_MARKERS = ("timed out", "Timeout", "timeout", "deadline has elapsed")
+# Markers in obstore's error text (its Debug rendering of the reqwest/hyper error chain).
+_TIMEOUT_MARKERS = ("kind: Timeout", "TimedOut", "timed out", "deadline has elapsed")
+_IO_MARKERS = ("kind: Connect", "ConnectionRefused", "ConnectionReset", "error sending request")
 
 
 def is_not_found(exc: BaseException) -> bool:
@@ -61,7 +63,7 @@ def classify(exc: BaseException) -> str:
         return "other"
     if isinstance(exc, TimeoutError) or any(m in text for m in _TIMEOUT_MARKERS):
         return "timeout"
-    if isinstance(exc, ConnectionError | OSError) or "error sending request" in text:
+    if isinstance(exc, ConnectionError | OSError) or any(m in text for m in _IO_MARKERS):
         return "io"
     return "other"
 
