@@ -6,13 +6,26 @@ Decoder section: the same segment bytes decoded into the source's Arrow schema b
 Both produce identical RecordBatches (checked before timing). Run:
 
     .venv/bin/python bench/bench_spark.py decoder [--records N] [--value-size B]
+
+Scan section: one local[2] Spark scans the same topic into a noop sink two ways:
+  * `direct`  - executors read the segment files themselves (`tierlog.log.dir`): the cold
+                path's reader and decoder, without the object store in front;
+  * `broker`  - executors fetch through the broker's Fetch path (our wire client), same
+                decoder. Run:
+
+    .venv/bin/python bench/bench_spark.py scan [--records N] [--value-size B]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -133,6 +146,97 @@ def bench_decoder(records: int, value_size: int, per_batch: int, runs: int) -> N
                 print(f"{name:8} {headers!s:8} {dname:9} {records / t / 1e6:8.2f} {mb:8.0f}")
 
 
+def _start_broker(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = 19400 + os.getpid() % 500
+    log = root / "broker.log"
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("tierlog")),
+            "serve",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override",
+            f"log.dirs={root / 'data'}",
+            "--override",
+            f"metrics.listener=http://127.0.0.1:{port + 1}",
+        ],
+        cwd=root,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while b"tierlog ready" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(log.read_text()[-2000:])
+        time.sleep(0.05)
+    return proc, f"127.0.0.1:{port}"
+
+
+def bench_scan(records: int, value_size: int, runs: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import tierlog.spark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        proc, bootstrap = _start_broker(root)
+        try:
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            for f in admin.create_topics([NewTopic("scan", 4, 1)]).values():
+                f.result(30)
+            p = Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "linger.ms": "20",
+                    "batch.size": str(1 << 20),
+                    "compression.type": "lz4",
+                }
+            )
+            value = os.urandom(value_size // 2) + b"x" * (value_size - value_size // 2)
+            for i in range(records):
+                while True:
+                    try:
+                        p.produce("scan", value=value, key=b"%d" % (i % 1000), partition=i % 4)
+                        break
+                    except BufferError:
+                        p.poll(0.05)
+            p.flush(120)
+            spark = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.ui.enabled", "false")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            tierlog.spark.register(spark)
+            sources = {
+                "direct": {"tierlog.log.dir": str(root / "data")},
+                "broker": {"kafka.bootstrap.servers": bootstrap},
+            }
+            mb = records * value_size / 1e6
+            print(f"scan: {records} records x {value_size} B ({mb:.0f} MB of values), lz4")
+            for name, opts in sources.items():
+                best = float("inf")
+                for _ in range(runs):
+                    df = spark.read.format("tierlog").options(subscribe="scan", **opts).load()
+                    t0 = time.perf_counter()
+                    df.write.format("noop").mode("overwrite").save()
+                    best = min(best, time.perf_counter() - t0)
+                print(
+                    f"{name:7} {records / best / 1e6:6.2f} Mrec/s {mb / best:7.0f} MB/s "
+                    f"({best:.2f} s)"
+                )
+            spark.stop()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -141,9 +245,15 @@ def main() -> None:
     d.add_argument("--value-size", type=int, default=100)
     d.add_argument("--per-batch", type=int, default=1000)
     d.add_argument("--runs", type=int, default=3)
+    sc = sub.add_parser("scan")
+    sc.add_argument("--records", type=int, default=1_000_000)
+    sc.add_argument("--value-size", type=int, default=100)
+    sc.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     if args.cmd == "decoder":
         bench_decoder(args.records, args.value_size, args.per_batch, args.runs)
+    else:
+        bench_scan(args.records, args.value_size, args.runs)
 
 
 if __name__ == "__main__":
