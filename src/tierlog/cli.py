@@ -26,8 +26,6 @@ from tierlog.protocol.errors import ErrorCode
 EMBEDDED_DEFAULTS = (
     "log.dirs=./data",
     "listeners=PLAINTEXT://127.0.0.1:9092",
-    "remote.log.storage.manager.class.name=directory",
-    "rsm.config.dir=./data-remote",
 )
 
 
@@ -225,8 +223,13 @@ def serve(a: argparse.Namespace) -> int:
         print(f"tierlog: cannot read config: {e}", file=sys.stderr)
         return 2
     from tierlog.server.broker import run
+    from tierlog.server.tiering import TieringStartupError
 
-    run(config)
+    try:
+        run(config)
+    except TieringStartupError as e:
+        print(f"tierlog: tiered storage cannot start: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

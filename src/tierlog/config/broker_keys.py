@@ -292,14 +292,17 @@ BROKER_KEYS.add(
     K(
         "remote.log.storage.system.enable",
         BOOL,
-        False,
-        "Master switch for tiered storage.",
+        True,
+        "Master switch for tiered storage. tierlog default true (Kafka: false); topics still "
+        "opt in with remote.storage.enable=true.",
     ),
     K(
         "remote.log.storage.manager.class.name",
         STR,
-        None,
-        "RemoteStorageManager: an alias or module:Class.",
+        "directory",
+        "RemoteStorageManager: an alias (directory, objectstore) or module:Class. tierlog "
+        "default directory, rooted at <first log dir>-remote unless rsm.config.dir is set "
+        "(Kafka: no default).",
         non_empty,
     ),
     K("remote.log.storage.manager.class.path", STR, None, "Unused (Java class path)."),
@@ -436,6 +439,31 @@ BROKER_KEYS.add(
         at_least(1),
     ),
     K("remote.fetch.max.wait.ms", INT, 500, "Timeout of a delayed remote fetch.", at_least(1)),
+    K(
+        "log.remote.copy.lag.ms",
+        LONG,
+        0,
+        "KIP-1241: a sealed segment is uploaded once its newest record is this old (or "
+        "log.remote.copy.lag.bytes follow it); 0 in either key uploads as soon as it is "
+        "sealed, -1 disables this criterion.",
+        at_least(-1),
+    ),
+    K(
+        "log.remote.copy.lag.bytes",
+        LONG,
+        0,
+        "KIP-1241: upload a sealed segment once this many bytes follow it (or it is "
+        "log.remote.copy.lag.ms old); 0 uploads as soon as sealed, -1 disables this criterion.",
+        at_least(-1),
+    ),
+    K(
+        "remote.log.index.file.cache.ttl.ms",
+        LONG,
+        900000,
+        "Kafka-internal key (KAFKA-19970): remote index cache entries unused this long are "
+        "evicted; -1 disables time-based eviction.",
+        at_least(-1),
+    ),
     K(
         "remote.list.offsets.request.timeout.ms",
         LONG,
