@@ -1,9 +1,11 @@
 """The broker process: assembles the parts, owns their lifecycles and background tasks.
 
-Start order: log recovery, topics, group coordinator, codec warm-up, metrics endpoint, then
-the listener (so a client never reaches a half-initialised broker). Shutdown runs in reverse:
-stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait), stop the
-coordinator, then flush logs and write checkpoints and the clean-shutdown marker.
+Start order: log recovery, topics, tiered storage (its metadata topic must be readable
+before any tiered partition is served), group coordinator, codec warm-up, metrics endpoint,
+then the listener (so a client never reaches a half-initialised broker). Shutdown runs in
+reverse: stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait),
+stop the coordinator and the remote log manager, then flush logs and write checkpoints and the
+clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
+from tierlog.server.tiering import Tiering
 from tierlog.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,11 @@ class Broker:
             producer_ids=ProducerIdAllocator(state_dir),
         )
         self.state = state
+        if cfg.remote_storage_system_enabled:
+            state.tiering = await Tiering.start(
+                cfg, topics, logs, state.purgatory, self.metrics.registry
+            )
+            state.remote_reader = state.tiering.reader
         self.metrics.add_partition_source(self._partition_stats)
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
@@ -160,6 +168,8 @@ class Broker:
         if state is not None:
             if state.groups is not None:
                 await state.groups.close()
+            if state.tiering is not None:
+                await state.tiering.close()
             state.logs.shutdown()
         self.metrics.stop()
         log.info("shutdown complete")

@@ -7,12 +7,15 @@ brokers in one process and every dependency of a handler is visible in one place
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
+
+if TYPE_CHECKING:
+    from tierlog.server.tiering import Tiering
 
 #: Single-node mode: this broker leads every partition at this epoch.
 LEADER_EPOCH = 0
@@ -27,8 +30,10 @@ class BrokerState:
     purgatory: FetchPurgatory
     producer_ids: ProducerIdAllocator
     groups: Any = None
-    #: Tiered read path (RemoteLogManager); None until tiering is wired in.
+    #: Tiered read path (``TieredReadHooks``); None when tiered storage is off.
     remote_reader: Any = None
+    #: The RemoteLogManager and its lifecycle hooks; None when tiered storage is off.
+    tiering: Tiering | None = None
     #: (host, port) given to clients; filled in once the listener is bound (port 0 support).
     advertised: tuple[str, int] = ("127.0.0.1", 9092)
     shutting_down: bool = False

@@ -46,6 +46,8 @@ async def handle_create_topics(state: BrokerState, req: Request) -> Any:
             info = state.topics.create(
                 t.name, num_partitions, rf, configs, validate_only=body.validate_only
             )
+            if state.tiering is not None and not body.validate_only:
+                state.tiering.partitions_added([info.name])
             entry.update(
                 error_code=0,
                 error_message=None,
@@ -92,6 +94,8 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id.")
                 name = info.name
                 entry["name"] = name
+            if state.tiering is not None and state.topics.get(name) is not None:
+                await state.tiering.before_topic_delete(name)
             info = state.topics.delete(name)
             entry.update(topic_id=info.topic_id, error_code=0, error_message=None)
             for p in range(info.partitions):
@@ -115,6 +119,8 @@ async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
                     f"Replica assignments must name only broker {state.node_id}.",
                 )
             state.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
+            if state.tiering is not None and not body.validate_only:
+                state.tiering.partitions_added([t.name])
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})

@@ -139,6 +139,16 @@ def _refuse_broker(resource_type: int, name: str, state: BrokerState) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
+def _tiering_before(state: BrokerState, topic: str) -> dict[Any, bool]:
+    return state.tiering.config_snapshot(topic) if state.tiering is not None else {}
+
+
+async def _tiering_after(state: BrokerState, topic: str, before: dict[Any, bool]) -> None:
+    """Tiering reacts to the new topic config: copy off/on, tiering on, or off with delete."""
+    if state.tiering is not None:
+        await state.tiering.after_config_change(topic, before)
+
+
 async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
     body = req.body
     out: list[dict[str, Any]] = []
@@ -146,11 +156,14 @@ async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
         res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             _refuse_broker(r.resource_type, r.resource_name, state)
+            before = _tiering_before(state, r.resource_name)
             state.topics.replace_configs(
                 r.resource_name,
                 {c.name: c.value for c in r.configs},
                 validate_only=body.validate_only,
             )
+            if not body.validate_only:
+                await _tiering_after(state, r.resource_name, before)
             res.update(error_code=0, error_message=None)
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
@@ -165,11 +178,14 @@ async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> 
         res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             _refuse_broker(r.resource_type, r.resource_name, state)
+            before = _tiering_before(state, r.resource_name)
             state.topics.incremental_alter(
                 r.resource_name,
                 [(c.name, int(c.config_operation), c.value) for c in r.configs],
                 validate_only=body.validate_only,
             )
+            if not body.validate_only:
+                await _tiering_after(state, r.resource_name, before)
             res.update(error_code=0, error_message=None)
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)

@@ -1,9 +1,10 @@
 """ListOffsets: special timestamps and timestamp lookups (spec §7.4).
 
 -1 LATEST, -2 EARLIEST, -3 MAX_TIMESTAMP (v7+), -4 EARLIEST_LOCAL (v8+) and -5
-LATEST_TIERED (v9+) come straight from the log's offsets. A real timestamp is looked up in
-the local segments; for tiered partitions the lookup of data that has left the local tier
-goes through ``BrokerState.remote_reader.offset_for_timestamp`` once tiering is wired in.
+LATEST_TIERED (v9+) come straight from the log's offsets; -4 and -5 carry the leader epoch
+of the offset they return (Kafka's ``epochForOffset``). A real timestamp is looked up in the
+local segments; on a tiered partition the RemoteLogManager does the lookup on its reader pool
+(remote indexes only when the data has left the local tier), so the loop never blocks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.handlers.fetch import check_leader_epoch
 from tierlog.server.state import LEADER_EPOCH, BrokerState
+from tierlog.tiered.manager import earliest_local_offset, latest_tiered_offset
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
@@ -43,18 +45,19 @@ async def lookup(
     if ts == EARLIEST:
         return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
     if ts == EARLIEST_LOCAL:
-        return _result(idx, 0, -1, plog.local_log_start_offset, LEADER_EPOCH)
+        if not plog.remote_enabled:
+            return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
+        off, epoch = earliest_local_offset(plog)
+        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
     if ts == LATEST_TIERED:
-        hi = plog.highest_offset_in_remote_storage
-        return _result(idx, 0, -1, hi, LEADER_EPOCH if hi >= 0 else -1)
+        off, epoch = latest_tiered_offset(plog)
+        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
     if ts == MAX_TIMESTAMP:
         found = plog.offset_for_max_timestamp()
     elif ts >= 0:
-        found = None
-        reader = state.remote_reader
-        if reader is not None and plog.local_log_start_offset > plog.log_start_offset:
-            found = await reader.offset_for_timestamp(topic, idx, ts)
-        if found is None:
+        if state.tiering is not None and plog.remote_enabled:
+            found = await state.tiering.rlm.offset_for_timestamp(plog, ts)
+        else:
             found = plog.offset_for_timestamp(ts)
     else:
         return _result(idx, ErrorCode.INVALID_REQUEST)
