@@ -7,6 +7,7 @@
 
 from tierlog.server.group.config import GroupCoordinatorConfig
 from tierlog.server.group.coordinator import CoordinatorNode, GroupCoordinator
+from tierlog.server.group.log_store import LogOffsetsStore
 from tierlog.server.group.schema import OFFSETS_TOPIC, partition_for
 from tierlog.server.group.state import GroupState
 from tierlog.server.group.store import MemoryOffsetsStore, OffsetsStore, OffsetsStoreError
@@ -17,6 +18,7 @@ __all__ = [
     "GroupCoordinator",
     "GroupCoordinatorConfig",
     "GroupState",
+    "LogOffsetsStore",
     "MemoryOffsetsStore",
     "OffsetsStore",
     "OffsetsStoreError",
