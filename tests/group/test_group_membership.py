@@ -299,3 +299,34 @@ async def test_list_and_describe_groups_report_states() -> None:
         assert mine.members[0].client_id == "cli"
         assert mine.members[0].metadata == RANGE[0].metadata
         assert (missing.error_code, missing.group_state) == (ErrorCode.NONE, "Dead")
+
+
+@run_async
+async def test_unused_member_id_required_expires_and_stops_blocking_the_rebalance() -> None:
+    async with running() as c:
+        m1, gen1 = await single_member_group(c)
+        # A client is handed a member id (KIP-394) and disappears before using it.
+        ghost = await join(c, require_known_member_id=True, session_timeout_ms=300)
+        assert ghost.error_code is ErrorCode.MEMBER_ID_REQUIRED
+        join2 = asyncio.create_task(join(c, client_id="b"))
+        await poll_until(
+            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
+        )
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        rejoined = await join(c, m1)
+        # Completed by the pending id's 300 ms expiry, not the 10 s rebalance timeout.
+        assert loop.time() - started < 5
+        assert rejoined.generation_id == gen1 + 1
+        assert {m.member_id for m in rejoined.members} == {m1, (await join2).member_id}
+        late = await join(c, ghost.member_id)
+        assert late.error_code is ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@run_async
+async def test_group_max_size_refuses_extra_members() -> None:
+    async with running(max_size=1) as c:
+        await single_member_group(c)
+        assert (await join(c)).error_code is ErrorCode.GROUP_MAX_SIZE_REACHED
+        given = await join(c, require_known_member_id=True)
+        assert given.error_code is ErrorCode.GROUP_MAX_SIZE_REACHED

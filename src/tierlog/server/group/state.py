@@ -328,6 +328,8 @@ class Group:
         member_id = req.member_id
         if member_id in self.pending_members:
             del self.pending_members[member_id]
+            if len(self.members) >= self.config.max_size:
+                return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             self._add_member_and_rebalance(req, member_id, now_ms, token)
             return None
         error = self._check_member(member_id, req.group_instance_id)
