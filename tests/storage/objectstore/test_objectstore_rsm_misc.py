@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -97,4 +98,26 @@ def test_concurrent_readers_of_one_segment_fetch_each_chunk_once(tmp_path: Path)
         t.join(60)
     assert results == [True] * 6
     assert rsm.backend.request_counts["get_range"] == 40
+    rsm.close()
+
+
+def test_warm_prefetches_a_segment_into_the_chunk_cache(tmp_path: Path) -> None:
+    rsm = make_rsm(
+        {
+            "storage.url": f"file://{tmp_path}/remote",
+            "chunk.size": "65536",
+            "fetch.chunk.cache.prefetch.max.size": "0",
+        }
+    )
+    lsd, data = segment_data(tmp_path / "seg", 8 * 65536)
+    md = segment_metadata(len(data))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+    assert rsm.warm(stored, 0, 4 * 65536) == 4
+    deadline = time.monotonic() + 30
+    while rsm.chunk_cache.stats.prefetch_loads < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    rsm.backend.request_counts.clear()
+    assert rsm.fetch_log_segment(stored, 0, 4 * 65536 - 1).read() == data[: 4 * 65536]
+    assert rsm.backend.request_counts["get_range"] == 0
+    assert rsm.chunk_cache.stats.prefetch_hits == 4
     rsm.close()
