@@ -73,6 +73,20 @@ def test_delete_many_is_idempotent_and_ignores_missing_keys(backend: ObjectBacke
     assert backend.head("p/1") is None and backend.head("p/2") is None
 
 
+def test_delete_of_existing_keys_is_one_request_where_the_store_batches(
+    backend: ObjectBackend,
+) -> None:
+    keys = [f"p/seg.{suffix}" for suffix in ("log", "indexes", "rsm-manifest")]
+    for key in keys:
+        backend.put_bytes(key, b"x", "log")
+    backend.request_counts.clear()
+    backend.delete_many(keys)
+    assert all(backend.head(k) is None for k in keys)
+    expected = {"s3": 1, "az": 1}.get(backend.scheme, 3)
+    deletes = backend.request_counts["delete_batch"] + backend.request_counts["delete"]
+    assert deletes == expected
+
+
 def test_list_objects_under_a_prefix(backend: ObjectBackend) -> None:
     for name in ("t/0/a", "t/0/b", "t/1/c", "u/d"):
         backend.put_bytes(name, name.encode(), "manifest")

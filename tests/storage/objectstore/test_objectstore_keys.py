@@ -187,6 +187,7 @@ def test_loadable_by_alias_with_prefixed_broker_props(tmp_path: Path) -> None:
         ({"storage.url": "file:///x", "encryption.enabled": "true"}, "encryption.key.pair.id"),
         ({"storage.url": "file:///x", "chunk.size": "abc"}, "chunk.size"),
         ({"storage.url": "s3://b/" + "p" * 120}, "storage.url"),
+        ({"storage.url": "gs://b/p", "storage.option.no_such_option": "1"}, "storage.url"),
     ],
 )
 def test_bad_config_names_the_key(props: dict[str, str], key: str) -> None:

@@ -25,13 +25,13 @@ from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectS
 
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.config import ObjectStoreConfig
-from tierlog.storage.objectstore.errors import classify, translate
+from tierlog.storage.objectstore.errors import ObjectStoreConfigError, classify, translate
 from tierlog.tiered.api import RemoteResourceNotFoundException, RemoteStorageException
 
 T = TypeVar("T")
 
-#: Backends whose bulk delete treats missing keys as success.
-_BULK_DELETE_SCHEMES = ("s3",)
+#: Backends with a bulk delete request.
+_BULK_DELETE_SCHEMES = ("s3", "az")
 
 
 class ObjectBackend:
@@ -53,8 +53,14 @@ class ObjectBackend:
 
     @classmethod
     def from_config(cls, cfg: ObjectStoreConfig) -> ObjectBackend:
+        try:
+            store = build_store(cfg)
+        except Exception as e:
+            raise ObjectStoreConfigError(
+                f"storage.url={cfg.storage_url!r}: cannot create the store client: {e}"
+            ) from e
         return cls(
-            build_store(cfg),
+            store,
             cfg.scheme,
             part_size=cfg.upload_part_size,
             max_concurrency=cfg.upload_max_concurrency,
@@ -151,13 +157,21 @@ class ObjectBackend:
         return size
 
     def delete_many(self, keys: list[str]) -> None:
-        """Delete ``keys``; missing keys are not an error. S3 deletes in one request per
-        1000 keys; other stores (whose deletes fail on missing keys) go key by key."""
+        """Delete ``keys``; missing keys are not an error.
+
+        S3 deletes up to 1000 keys per request and ignores missing ones. Azure deletes in
+        one batch request too, but the batch fails on a missing key, so it then falls back
+        to key by key. Other stores go key by key, treating "not found" as done.
+        """
         if not keys:
             return
         if self.scheme in _BULK_DELETE_SCHEMES:
-            self._call("delete_batch", keys[0], lambda: obstore.delete(self.store, keys))
-            return
+            try:
+                self._call("delete_batch", keys[0], lambda: obstore.delete(self.store, keys))
+                return
+            except RemoteResourceNotFoundException:
+                if self.scheme == "s3":
+                    return
         for key in keys:
             try:
                 self._call("delete", key, functools.partial(obstore.delete, self.store, key))

@@ -192,8 +192,9 @@ _NAMED_OPTIONS: dict[str, dict[str, str]] = {
         "storage.aws.session.token": "session_token",
     },
     "gs": {
-        "storage.gcs.credentials.path": "service_account_path",
+        "storage.gcs.credentials.path": "service_account",
         "storage.gcs.credentials.json": "service_account_key",
+        "storage.gcs.endpoint.url": "base_url",
     },
     "az": {
         "storage.azure.account.name": "account_name",
