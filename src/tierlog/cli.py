@@ -234,17 +234,17 @@ def serve(a: argparse.Namespace) -> int:
 
 
 def dump_log(a: argparse.Namespace) -> int:
+    from tierlog.log.dump import dump_file
+
     try:
-        from tierlog.log import dump  # type: ignore[attr-defined]
-    except ImportError:
-        print("tierlog: dump-log is not available in this build", file=sys.stderr)
+        for line in dump_file(Path(a.path), deep=not a.headers_only):
+            print(line)
+    except BrokenPipeError:  # reader went away (e.g. `| head`)
+        return 0
+    except (OSError, ValueError) as e:
+        print(f"tierlog: cannot dump {a.path}: {e}", file=sys.stderr)
         return 1
-    fn = getattr(dump, "main", None) or getattr(dump, "dump_file", None)
-    if fn is None:
-        print("tierlog: tierlog.log.dump has no entry point", file=sys.stderr)
-        return 1
-    result = fn(Path(a.path))
-    return int(result) if isinstance(result, int) else 0
+    return 0
 
 
 def docs(a: argparse.Namespace) -> int:
@@ -293,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=None, topic_fn=fn)
 
     d = sub.add_parser("dump-log", help="decode a segment or index file")
-    d.add_argument("path")
+    d.add_argument("path", help=".log, .index, .timeindex, .txnindex, .snapshot, checkpoint")
+    d.add_argument("--headers-only", action="store_true", help="batches only, not records")
     d.set_defaults(func=dump_log)
 
     o = sub.add_parser("docs", help="render docs/operations.md")
