@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -140,6 +141,36 @@ def s3_props(endpoint: str, bucket: str, prefix: str = "tiered") -> dict[str, st
 
 
 @pytest.fixture
+def moto_factory() -> Iterator[Callable[..., ServerProcess]]:
+    """Start dedicated moto servers (``factory(port=None)``), e.g. to kill one mid-test;
+    all are stopped at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(port: int | None = None) -> ServerProcess:
+        server = start_moto(port)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket_on() -> Callable[..., dict[str, str]]:
+    """``factory(server_endpoint, bucket=None, via=None)``: create the bucket on that server
+    (a fresh name unless given) and return plugin props, pointing at ``via`` (e.g. a
+    proxy) when given."""
+
+    def make(endpoint: str, bucket: str | None = None, via: str | None = None) -> dict[str, str]:
+        name = bucket or f"b-{uuid.uuid4().hex[:20]}"
+        boto_client(endpoint).create_bucket(Bucket=name)
+        return s3_props(via or endpoint, name)
+
+    return make
+
+
+@pytest.fixture
 def s3_admin(moto_s3: ServerProcess):  # type: ignore[no-untyped-def]
     """A boto3 S3 client on the moto server, to inspect or tamper with what is stored."""
     return boto_client(moto_s3.endpoint)
@@ -175,6 +206,22 @@ latency_proxy_module = _load_bench_module("latency_proxy")
 def proxy_fault() -> type:
     """The ``Fault`` class of the latency proxy (``Fault("503", count=2, method="PUT")``)."""
     return latency_proxy_module.Fault  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def proxy_factory() -> Iterator[Callable[..., Any]]:
+    """``factory(upstream_port, latency_s=0.0)``: started proxies, stopped at teardown."""
+    started: list[Any] = []
+
+    def make(upstream_port: int, latency_s: float = 0.0) -> Any:
+        proxy = latency_proxy_module.LatencyProxy("127.0.0.1", upstream_port, latency_s=latency_s)
+        proxy.start()
+        started.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in started:
+        proxy.stop()
 
 
 @pytest.fixture

@@ -3,12 +3,13 @@ and the token bucket's pacing (with a fake clock, not timed)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
 import pytest
 
-from tierlog.storage.objectstore.cache import disk_chunk_cache, memory_cache
+from tierlog.storage.objectstore.cache import Cache, disk_chunk_cache, memory_cache
 from tierlog.storage.objectstore.ratelimit import TokenBucket
 
 
@@ -21,7 +22,9 @@ class FakeClock:
 
 
 def test_concurrent_readers_of_one_key_share_a_single_load() -> None:
-    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=1000, ttl_seconds=60, weigher=len
+    )
     release = threading.Event()
     calls = 0
 
@@ -46,7 +49,9 @@ def test_concurrent_readers_of_one_key_share_a_single_load() -> None:
 
 
 def test_failed_load_is_not_cached_and_waiters_see_the_error() -> None:
-    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=1000, ttl_seconds=60, weigher=len
+    )
 
     def failing() -> bytes:
         raise OSError("boom")
@@ -59,7 +64,9 @@ def test_failed_load_is_not_cached_and_waiters_see_the_error() -> None:
 
 
 def test_eviction_keeps_entries_read_twice_over_a_one_pass_scan() -> None:
-    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=1000, ttl_seconds=60, weigher=len
+    )
     for key in ("hot1", "hot2"):
         cache.get(key, lambda: b"h" * 100)
         cache.get(key, lambda: b"never")  # second read: promoted
@@ -72,7 +79,9 @@ def test_eviction_keeps_entries_read_twice_over_a_one_pass_scan() -> None:
 
 def test_entries_expire_after_ttl_without_access() -> None:
     clock = FakeClock()
-    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=10, weigher=len, clock=clock)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=1000, ttl_seconds=10, weigher=len, clock=clock
+    )
     cache.get("a", lambda: b"1")
     clock.now = 5
     assert cache.get("a", lambda: b"reloaded") == b"1"  # access refreshes
@@ -83,13 +92,17 @@ def test_entries_expire_after_ttl_without_access() -> None:
 
 
 def test_entry_bigger_than_the_cache_is_served_but_not_kept() -> None:
-    cache = memory_cache("t", capacity_bytes=10, ttl_seconds=60, weigher=len)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=10, ttl_seconds=60, weigher=len
+    )
     assert cache.get("big", lambda: b"x" * 11) == b"x" * 11
     assert "big" not in cache and cache.weight == 0
 
 
 def test_prefetched_entry_counts_a_prefetch_hit_once() -> None:
-    cache = memory_cache("t", capacity_bytes=1000, ttl_seconds=60, weigher=len)
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=1000, ttl_seconds=60, weigher=len
+    )
     assert cache.prefetch("p", lambda: b"data")
     assert not cache.prefetch("p", lambda: b"again")  # already resident
     assert cache.get("p", lambda: b"never") == b"data"
@@ -114,7 +127,7 @@ def test_disk_cache_wipes_its_directory_on_start_and_renames_atomically(tmp_path
 def test_disk_cache_eviction_deletes_files_and_reloads_vanished_ones(tmp_path: Path) -> None:
     cache = disk_chunk_cache(tmp_path / "c", capacity_bytes=1000, ttl_seconds=60)
     for i in range(5):
-        cache.get(("seg", i), lambda i=i: bytes([i]) * 400)
+        cache.get(("seg", i), functools.partial(bytes, [i] * 400))
     assert len(list((tmp_path / "c").iterdir())) == len(cache) == 2
     for f in (tmp_path / "c").iterdir():
         f.unlink()  # e.g. an operator cleaned the directory

@@ -38,6 +38,12 @@ def _manifest_of(rsm: ObjectStoreRemoteStorageManager, stored: Any) -> SegmentMa
     return SegmentManifest.from_json_bytes(rsm.backend.get(rsm.keys_for(stored).manifest))
 
 
+def _key_id(rsm: ObjectStoreRemoteStorageManager, stored: Any) -> str:
+    encryption = _manifest_of(rsm, stored).encryption
+    assert encryption is not None
+    return encryption.key_id
+
+
 def test_rotation_keeps_old_segments_readable_and_rewrap_moves_them_to_the_new_key(
     tmp_path: Path, rsa_key_pair: Callable[[str], Any]
 ) -> None:
@@ -51,8 +57,8 @@ def test_rotation_keeps_old_segments_readable_and_rewrap_moves_them_to_the_new_k
     rotated = make_rsm(url | encryption_props(_ring(rsa_key_pair, "k1", "k2"), "k2"))
     md_b = segment_metadata(len(data), partition=1)
     stored_b = finished(md_b, rotated.copy_log_segment_data(md_b, lsd))
-    assert _manifest_of(rotated, stored_a).encryption.key_id == "k1"
-    assert _manifest_of(rotated, stored_b).encryption.key_id == "k2"
+    assert _key_id(rotated, stored_a) == "k1"
+    assert _key_id(rotated, stored_b) == "k2"
     assert rotated.fetch_log_segment(stored_a, 0).read() == data
     log_before = Path(next((tmp_path / "remote").rglob("*.log"))).read_bytes()
 
@@ -60,7 +66,7 @@ def test_rotation_keeps_old_segments_readable_and_rewrap_moves_them_to_the_new_k
     report = rewrap_manifests(rotated.backend, keyring, "")
     assert (report.scanned, report.rewrapped, report.already_active) == (2, 1, 1)
     assert report.failed == []
-    assert _manifest_of(rotated, stored_a).encryption.key_id == "k2"
+    assert _key_id(rotated, stored_a) == "k2"
     assert Path(next((tmp_path / "remote").rglob("*.log"))).read_bytes() == log_before
     rotated.close()
 
@@ -102,9 +108,9 @@ def test_rewrap_command_line(tmp_path: Path, rsa_key_pair: Callable[[str], Any])
     )
     assert rewrap_main(["--config", str(config), "--dry-run"]) == 0
     reader = make_rsm(props)
-    assert _manifest_of(reader, stored).encryption.key_id == "k1"
+    assert _key_id(reader, stored) == "k1"
     assert rewrap_main(["--config", str(config)]) == 0
-    assert _manifest_of(reader, stored).encryption.key_id == "k2"
+    assert _key_id(reader, stored) == "k2"
     reader.close()
 
 
@@ -168,7 +174,7 @@ def test_fetch_positions_outside_the_segment(tmp_path: Path) -> None:
 def test_loadable_by_alias_with_prefixed_broker_props(tmp_path: Path) -> None:
     rsm = load_plugin(
         "objectstore",
-        RemoteStorageManager,
+        RemoteStorageManager,  # type: ignore[type-abstract]
         RSM_ALIASES,
         {f"{RSM_PROPS_PREFIX}storage.url": f"file://{tmp_path}/r", "unrelated.key": "x"},
         RSM_PROPS_PREFIX,

@@ -121,3 +121,13 @@ def test_warm_prefetches_a_segment_into_the_chunk_cache(tmp_path: Path) -> None:
     assert rsm.backend.request_counts["get_range"] == 0
     assert rsm.chunk_cache.stats.prefetch_hits == 4
     rsm.close()
+
+
+def test_file_url_with_escaped_characters(tmp_path: Path) -> None:
+    root = tmp_path / "remote tier"
+    rsm = make_rsm({"storage.url": root.as_uri()})
+    lsd, data = segment_data(tmp_path / "seg", 1000)
+    md = segment_metadata(len(data))
+    rsm.copy_log_segment_data(md, lsd)
+    assert len(list(root.rglob("*.log"))) == 1
+    rsm.close()

@@ -3,6 +3,8 @@ requests and inject failures."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -263,3 +265,43 @@ def test_timeouts_and_unreachable_stores_are_retriable_and_classified(
     assert errors("io") == io_errors + 1
     rsm.close()
     dead.close()
+
+
+def test_store_killed_mid_upload_then_back(
+    tmp_path: Path, moto_factory: Any, proxy_factory: Any, s3_bucket_on: Any
+) -> None:
+    """A real server process dies during a multipart upload: the copy fails retriably; once
+    a server is back on the same address the retried copy succeeds."""
+    server = moto_factory()
+    proxy = proxy_factory(server.port, latency_s=0.05)
+    props = s3_bucket_on(server.endpoint, via=f"http://127.0.0.1:{proxy.port}")
+    lsd, data = segment_data(tmp_path / "seg", 40 * MiB, compressible=False)
+    rsm = make_rsm(
+        props | {"chunk.size": str(MiB), "upload.part.size": str(5 * MiB), "storage.retry.max": "1"}
+    )
+    md = segment_metadata(len(data))
+    outcome: list[BaseException | None] = []
+
+    def copy() -> None:
+        try:
+            rsm.copy_log_segment_data(md, lsd)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=copy)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while proxy.count("PUT") < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proxy.count("PUT") >= 2, "upload did not start"
+    server.process.kill()
+    server.process.wait(10)
+    thread.join(120)
+    assert len(outcome) == 1 and isinstance(outcome[0], RetriableRemoteStorageException)
+
+    revived = moto_factory(server.port)
+    s3_bucket_on(revived.endpoint, bucket=_bucket_of(props))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+    assert rsm.fetch_log_segment(stored, 0).read() == data
+    rsm.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from tierlog.storage.objectstore.errors import ObjectStoreConfigError
 
@@ -168,7 +168,7 @@ def parse_storage_url(url: str) -> tuple[str, str, str]:
     if scheme == "file":
         if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
             raise ObjectStoreConfigError(f"storage.url={url!r}: expected file:///absolute/path")
-        return scheme, parsed.path, ""
+        return scheme, unquote(parsed.path), ""
     if scheme == "memory":
         return scheme, "", _normalise_prefix(parsed.netloc + parsed.path)
     if not parsed.netloc:
