@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import random
 import struct
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
@@ -129,6 +131,15 @@ def finished(
         state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
         segment_leader_epochs=md.segment_leader_epochs,
     )
+
+
+def poll_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll ``predicate`` until true or the deadline passes (then fail)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.002)
 
 
 def make_rsm(props: dict[str, str]) -> ObjectStoreRemoteStorageManager:

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from objectstore_helpers import poll_until
 
 from tierlog.storage.objectstore.cache import Cache, disk_chunk_cache, memory_cache
 from tierlog.storage.objectstore.ratelimit import TokenBucket
@@ -40,7 +41,7 @@ def test_concurrent_readers_of_one_key_share_a_single_load() -> None:
     ]
     for t in threads:
         t.start()
-    _wait_for(lambda: "k" in cache._flights)  # the first reader is loading
+    poll_until(lambda: "k" in cache._flights, what="the first load")  # the first reader is loading
     release.set()
     for t in threads:
         t.join(10)
@@ -149,14 +150,3 @@ def test_token_bucket_paces_to_the_rate_including_oversized_requests() -> None:
     for _ in range(10):
         bucket.acquire(500)
     assert clock.now == pytest.approx(9.0)  # 9000 bytes beyond the burst at 1000 B/s
-
-
-def _wait_for(predicate: object, timeout: float = 10.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.001)
-    raise TimeoutError("condition not reached")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from objectstore_helpers import (
     encryption_props,
     finished,
     make_rsm,
+    poll_until,
     segment_data,
     segment_metadata,
 )
@@ -113,9 +113,7 @@ def test_warm_prefetches_a_segment_into_the_chunk_cache(tmp_path: Path) -> None:
     md = segment_metadata(len(data))
     stored = finished(md, rsm.copy_log_segment_data(md, lsd))
     assert rsm.warm(stored, 0, 4 * 65536) == 4
-    deadline = time.monotonic() + 30
-    while rsm.chunk_cache.stats.prefetch_loads < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll_until(lambda: rsm.chunk_cache.stats.prefetch_loads >= 4, what="prefetch")
     rsm.backend.request_counts.clear()
     assert rsm.fetch_log_segment(stored, 0, 4 * 65536 - 1).read() == data[: 4 * 65536]
     assert rsm.backend.request_counts["get_range"] == 0

@@ -4,7 +4,6 @@ requests and inject failures."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from objectstore_helpers import (
     encryption_props,
     finished,
     make_rsm,
+    poll_until,
     segment_data,
     segment_metadata,
 )
@@ -291,10 +291,7 @@ def test_store_killed_mid_upload_then_back(
 
     thread = threading.Thread(target=copy)
     thread.start()
-    deadline = time.monotonic() + 60
-    while proxy.count("PUT") < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert proxy.count("PUT") >= 2, "upload did not start"
+    poll_until(lambda: proxy.count("PUT") >= 2, 60, "the upload to start")
     server.process.kill()
     server.process.wait(10)
     thread.join(120)
