@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'
+	@# Azurite (Azure Blob emulator) for the object-store backend contract tests.
+	@test -x .tools/node_modules/.bin/azurite-blob || npm install --silent --no-audit --no-fund --prefix .tools azurite
 	@touch $(STAMP)
 
 run: install
