@@ -66,7 +66,8 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
                 failed = True
                 continue
             try:
-                result = plog.append_as_leader(bytes(pd.records), LEADER_EPOCH, acks)
+                # kio already copied the records into a bytes subclass: no second copy
+                result = plog.append_as_leader(pd.records, LEADER_EPOCH, acks)
             except KafkaError as e:
                 parts.append(_error(index, e.code, e.message))
                 failed = True
