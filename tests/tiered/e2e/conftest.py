@@ -1,0 +1,29 @@
+"""Fixtures of the end-to-end tiered-storage tests: one tiered broker per test module.
+
+Each module shares one ``tierlog serve`` subprocess (startup dominates the suite's time);
+every test uses its own topics, so the event log and the per-topic metrics stay separate.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from e2e_helpers import TIERED_OVERRIDES, TieredBroker
+
+from helpers.broker import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
+    b = BrokerProcess(tmp_path_factory.mktemp("tiered"), TIERED_OVERRIDES)
+    b.start()
+    tb = TieredBroker(b)
+    yield tb
+    tb.close()
+    b.close()

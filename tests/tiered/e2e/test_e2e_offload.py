@@ -1,0 +1,202 @@
+"""Offload and consume: segments leave the local tier and every client still reads them all."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from e2e_helpers import N, Seg, TieredBroker, offsets_and_values, recipe, segments_of, value_of
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from helpers.poll import wait_until
+from tierlog.cli import WireClient
+
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+
+
+def _wait_fully_tiered(tb: TieredBroker, topic: str, end: int, partition: int = 0) -> None:
+    """Every record below ``end`` is uploaded and gone from the local tier.
+
+    Producers write ``end + 1`` records: the last one rolls the full segment before it (a
+    segment of N batches rolls on the next append) and stays in the active segment."""
+    wait_until(
+        lambda: (
+            tb.list_offsets(topic, partition, LATEST_TIERED)[1] == end - 1
+            and tb.list_offsets(topic, partition, EARLIEST_LOCAL)[1] == end
+        ),
+        30,
+        what=f"{topic}-{partition} fully tiered up to {end}",
+    )
+
+
+def _consume_confluent(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([CkTopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            offset, value = m.offset(), m.value()
+            assert offset is not None and value is not None
+            got.append((offset, value))
+        return got
+    finally:
+        c.close()
+
+
+def _consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=500).values():
+                got.extend((r.offset, r.value) for r in records)
+        return got
+    finally:
+        c.close()
+
+
+def _consume_kcat(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    out = subprocess.run(
+        [
+            *("kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0"),
+            *("-o", "beginning", "-e", "-q", "-f", "%o %s\\n"),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        offset, value = line.split(b" ", 1)
+        rows.append((int(offset), value))
+    return rows
+
+
+def test_offloaded_topic_is_read_whole_by_kcat_confluent_and_kafka_python(
+    tiered: TieredBroker,
+) -> None:
+    topic = "offload-clients"
+    count = 20 * N  # remote; one more record stays local: 99% of the topic is remote
+    tiered.create_topic(topic, 1, recipe())
+    tiered.produce(topic, range(count + 1))
+    _wait_fully_tiered(tiered, topic, count)
+    assert tiered.segs(topic, "COPY") == segments_of(count // N)
+    assert tiered.local_segments(topic) == [count]
+    expected = [(i, value_of(i)) for i in range(count + 1)]
+
+    assert _consume_confluent(tiered.bootstrap, topic, count + 1) == expected
+    assert _consume_kafka_python(tiered.bootstrap, topic, count + 1) == expected
+    assert _consume_kcat(tiered.bootstrap, topic) == expected
+
+    fetched = {Seg(e.start_offset, e.end_offset) for e in tiered.events(topic, "FETCH")}
+    assert fetched == set(segments_of(count // N))
+    assert tiered.metric("tierlog_remote_fetch_requests_total", topic=topic) >= 3 * len(fetched)
+    assert tiered.metric("tierlog_remote_fetch_errors_total", topic=topic) == 0
+
+
+def test_offload_and_consume_across_a_restart(tiered: TieredBroker) -> None:
+    topic = "offload-restart"
+    tiered.create_topic(topic, 1, recipe())
+    tiered.produce(topic, range(3 * N + 1))
+    _wait_fully_tiered(tiered, topic, 3 * N)
+    copies = segments_of(3)
+    assert tiered.segs(topic, "COPY") == copies
+    assert tiered.metric("tierlog_remote_copy_requests_total", topic=topic) == 3
+    copied_bytes = tiered.metric("tierlog_remote_copy_bytes_total", topic=topic)
+    assert copied_bytes > 3 * N * len(value_of(0))
+
+    tiered.broker.restart()
+    # the first copy run after the restart finds the uploaded offsets in the metadata topic
+    wait_until(lambda: tiered.list_offsets(topic, 0, LATEST_TIERED)[1] == 3 * N - 1, 30)
+    assert tiered.list_offsets(topic, 0, -2)[1] == 0
+    assert tiered.list_offsets(topic, 0, EARLIEST_LOCAL)[1] == 3 * N
+    expected = [(i, value_of(i)) for i in range(3 * N + 1)]
+    assert _consume_confluent(tiered.bootstrap, topic, 3 * N + 1) == expected
+    assert {Seg(e.start_offset, e.end_offset) for e in tiered.events(topic, "FETCH")} == set(copies)
+
+    # A reloaded active segment indexes its next batch only after one more append (as in
+    # Kafka), so it may hold N + 1 batches: produce until one more segment is sealed.
+    tiered.produce(topic, range(3 * N + 1, 5 * N + 1))
+    wait_until(lambda: len(tiered.segs(topic, "COPY")) >= 4, 30, what="a copy after restart")
+    copies_now = tiered.segs(topic, "COPY")
+    # nothing was uploaded twice: the first copy after the restart continues at 3N
+    assert copies_now[:3] == copies and copies_now[3].start == 3 * N
+    _wait_fully_tiered(tiered, topic, copies_now[-1].end + 1)
+    expected += [(i, value_of(i)) for i in range(3 * N + 1, 5 * N + 1)]
+    assert _consume_confluent(tiered.bootstrap, topic, 5 * N + 1) == expected
+
+
+def test_active_segment_is_rolled_when_local_retention_is_breached(tiered: TieredBroker) -> None:
+    topic = "roll-on-breach"
+    tiered.create_topic(topic, 1, recipe(**{"local.retention.ms": "1000"}))
+    tiered.produce(topic, range(3))  # fewer than N: the segment never fills up
+    tiered.wait_segs(topic, "COPY", [Seg(0, 2)])
+    wait_until(lambda: tiered.local_segments(topic) == [3], 30, what="local segment 0 deleted")
+    assert tiered.list_offsets(topic, 0, EARLIEST_LOCAL)[:2] == (0, 3)
+
+
+def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: TieredBroker) -> None:
+    topic = "eight-remote"
+    parts = 8
+    tiered.create_topic(topic, parts, recipe())
+    for p in range(parts):
+        tiered.produce(topic, range(2 * N + 1), partition=p)
+    for p in range(parts):
+        _wait_fully_tiered(tiered, topic, 2 * N, p)
+    with WireClient(tiered.bootstrap) as c:
+        r = c.call(
+            1,
+            12,
+            replica_id=-1,
+            max_wait=500,
+            min_bytes=1,
+            max_bytes=50 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": p,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": 0,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                        for p in range(parts)
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+    got = {p.partition_index: p for p in r.responses[0].partitions}
+    assert sorted(got) == list(range(parts))
+    for p, resp in got.items():
+        assert resp.error_code == 0
+        rows = offsets_and_values(bytes(resp.records or b""))
+        # one remote read never spans two remote segments
+        assert rows == [(i, value_of(i)) for i in range(N)], p
+    assert {e.partition for e in tiered.events(topic, "FETCH")} == set(range(parts))
