@@ -1,4 +1,4 @@
-"""Command line: ``tierlog serve | topics ... | dump-log | docs``.
+"""Command line: ``tierlog serve | topics ... | dump-log | keys rewrap | docs``.
 
 ``topics`` talks to a running broker over the Kafka wire protocol (our own codec over a plain
 socket), so it works against any Kafka-compatible broker, and exercises the same code paths
@@ -258,6 +258,18 @@ def docs(a: argparse.Namespace) -> int:
     return 0
 
 
+#: ``tierlog keys rewrap`` lives in the object-store plugin; it is imported by module path
+#: only when the command runs, so the CLI (and the broker it starts) never loads a plugin.
+KEYS_REWRAP_MODULE = "tierlog.storage.objectstore.rewrap"
+
+
+def keys_rewrap(argv: Sequence[str]) -> int:
+    import importlib
+
+    module = importlib.import_module(KEYS_REWRAP_MODULE)
+    return int(module.main(list(argv)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tierlog", description="Kafka-compatible tiered log broker")
     sub = p.add_subparsers(dest="command", required=True)
@@ -297,6 +309,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--headers-only", action="store_true", help="batches only, not records")
     d.set_defaults(func=dump_log)
 
+    k = sub.add_parser("keys", help="encryption key ring maintenance (object-store plugin)")
+    ksub = k.add_subparsers(dest="action", required=True)
+    ksub.add_parser(
+        "rewrap",
+        add_help=False,
+        help="re-wrap segment data keys onto the active key (see `tierlog keys rewrap -h`)",
+    )
+
     o = sub.add_parser("docs", help="render docs/operations.md")
     o.add_argument("--output")
     o.set_defaults(func=docs)
@@ -304,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["keys", "rewrap"]:  # its own options are parsed by the tool itself
+        return keys_rewrap(argv[2:])
     args = build_parser().parse_args(argv)
     if args.command == "topics":
         try:
