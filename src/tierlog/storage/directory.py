@@ -156,6 +156,11 @@ class DirectoryRemoteStorageManager(RemoteStorageManager):
         self._owns_root = False
 
     @classmethod
+    def config_is_sensitive(cls, key: str) -> bool:
+        """A local directory holds no credentials: every setting may be described."""
+        return False
+
+    @classmethod
     def instances(cls) -> list[DirectoryRemoteStorageManager]:
         """Instances created in this process, so an in-process test can reach the broker's."""
         with cls._instances_lock:

@@ -1,12 +1,16 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 Topic configs are dynamic (stored per topic). Broker configs are static in tierlog: they
-can be described (sources STATIC_BROKER_CONFIG / DEFAULT_CONFIG, plugin pass-through keys
-reported as sensitive with no value) but altering them is refused with a clear message.
+can be described (sources STATIC_BROKER_CONFIG / DEFAULT_CONFIG) but altering them is refused
+with a clear message. Storage-plugin pass-through keys (``rsm.config.*``, including the
+embedded defaults the broker fills in) are described with their values unless the plugin
+class says a key may hold a secret; metadata-plugin keys are always hidden.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from tierlog.config.broker_keys import BROKER_KEYS
@@ -16,6 +20,9 @@ from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.state import BrokerState
+from tierlog.server.tiering import plugin_settings
+from tierlog.storage import RSM_ALIASES
+from tierlog.tiered.api import RSM_CLASS_KEY, PluginLoadError, RemoteStorageManager, plugin_class
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -71,28 +78,52 @@ def broker_entries(state: BrokerState, keys: set[str] | None) -> list[ConfigEntr
                 type_name=d.type.value,
             )
         )
+    settings = plugin_settings(cfg)
+    secret = _rsm_secrecy(settings.rsm_class)
     prefixes = (
-        (cfg.values["remote.log.storage.manager.impl.prefix"], cfg.rsm_config),
-        (cfg.values["remote.log.metadata.manager.impl.prefix"], cfg.rlmm_config),
+        (cfg.values["remote.log.storage.manager.impl.prefix"], settings.rsm_props, secret),
+        (cfg.values["remote.log.metadata.manager.impl.prefix"], cfg.rlmm_config, _all_secret),
     )
-    for prefix, passthrough in prefixes:
+    for prefix, passthrough, is_secret in prefixes:
         for k in sorted(passthrough):
             name = prefix + k
             if keys is not None and name not in keys:
                 continue
+            hidden = is_secret(k)
             out.append(
                 ConfigEntry(
                     name=name,
-                    value=None,
-                    source=ConfigSource.STATIC_BROKER_CONFIG,
-                    sensitive=True,
+                    value=None if hidden else passthrough[k],
+                    source=ConfigSource.STATIC_BROKER_CONFIG
+                    if k in cfg.rsm_config or passthrough is cfg.rlmm_config
+                    else ConfigSource.DEFAULT_CONFIG,
+                    sensitive=hidden,
                     read_only=True,
                     synonyms=(),
-                    doc="Passed to the plugin; hidden because it may hold credentials.",
-                    type_name="password",
+                    doc="Passed to the plugin; hidden because it may hold credentials."
+                    if hidden
+                    else "Passed to the plugin.",
+                    type_name="password" if hidden else "string",
                 )
             )
     return out
+
+
+def _all_secret(key: str) -> bool:
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def _rsm_secrecy(class_name: str) -> Callable[[str], bool]:
+    """The storage plugin's own answer to which settings are secret, asked of its class
+    (loaded by name, never imported concretely here); everything is secret if it cannot
+    be loaded."""
+    try:
+        base: type[RemoteStorageManager] = RemoteStorageManager  # type: ignore[type-abstract]
+        cls = plugin_class(class_name, base, RSM_ALIASES, config_key=RSM_CLASS_KEY)
+    except PluginLoadError:
+        return _all_secret
+    return cls.config_is_sensitive
 
 
 async def handle_describe_configs(state: BrokerState, req: Request) -> Any:

@@ -205,6 +205,31 @@ _NAMED_OPTIONS: dict[str, dict[str, str]] = {
 }
 
 
+#: Settings that hold credentials or point at private key material. Free-form
+#: ``storage.option.*`` values go to obstore unchecked and may be credentials too.
+SECRET_KEYS = frozenset(
+    {
+        "storage.aws.access.key.id",
+        "storage.aws.secret.access.key",
+        "storage.aws.session.token",
+        "storage.gcs.credentials.json",
+        "storage.gcs.credentials.path",
+        "storage.azure.account.key",
+        "storage.azure.sas.token",
+    }
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether DescribeConfigs must hide this setting (see ``config_is_sensitive``)."""
+    key = key.removeprefix("rsm.config.")
+    return (
+        key in SECRET_KEYS
+        or key.startswith("storage.option.")
+        or (key.startswith("encryption.key.pairs.") and key.endswith(".private.key.file"))
+    )
+
+
 def _store_options(p: _Props, scheme: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for key, name in _NAMED_OPTIONS.get(scheme, {}).items():

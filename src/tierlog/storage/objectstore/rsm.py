@@ -32,7 +32,7 @@ from tierlog.storage.objectstore.cache import (
     disk_chunk_cache,
     memory_cache,
 )
-from tierlog.storage.objectstore.config import ObjectStoreConfig
+from tierlog.storage.objectstore.config import ObjectStoreConfig, is_secret_key
 from tierlog.storage.objectstore.custom_metadata import SegmentLocation
 from tierlog.storage.objectstore.errors import CorruptDataError
 from tierlog.storage.objectstore.fetch import ChunkStream
@@ -84,6 +84,12 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
         self._close_lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------
+
+    @classmethod
+    def config_is_sensitive(cls, key: str) -> bool:
+        """Credentials and private-key locations are hidden; where the data lives and how
+        it is chunked, compressed and encrypted can be discovered (e.g. by Spark jobs)."""
+        return is_secret_key(key)
 
     def configure(self, props: Mapping[str, str]) -> None:
         cfg = ObjectStoreConfig.from_props(props)

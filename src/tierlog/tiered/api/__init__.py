@@ -22,6 +22,7 @@ from tierlog.tiered.api.plugin import (
     load_plugin,
     load_remote_log_metadata_manager,
     load_remote_storage_manager,
+    plugin_class,
     plugin_props,
 )
 from tierlog.tiered.api.remote_log_metadata_manager import RemoteLogMetadataManager
@@ -62,5 +63,6 @@ __all__ = [
     "load_plugin",
     "load_remote_log_metadata_manager",
     "load_remote_storage_manager",
+    "plugin_class",
     "plugin_props",
 ]

@@ -54,6 +54,18 @@ def load_plugin(
     ``config_key`` is only used in error messages; by default it is derived from ``prefix``.
     """
     key = config_key or _KEY_FOR_PREFIX.get(prefix, prefix + "class.name")
+    cls = plugin_class(name_or_path, base, aliases, config_key=key)
+    instance: T = cls()
+    instance.configure(plugin_props(props, prefix))
+    return instance
+
+
+def plugin_class(
+    name_or_path: str, base: type[T], aliases: Mapping[str, str], *, config_key: str
+) -> type[T]:
+    """The plugin class named by alias or ``module:Class``, imported but not instantiated
+    (e.g. to ask a storage plugin which of its settings are secret)."""
+    key = config_key
     target = aliases.get(name_or_path, name_or_path)
     module_name, sep, class_name = target.partition(":")
     if not sep or not module_name or not class_name:
@@ -72,9 +84,7 @@ def load_plugin(
         raise PluginLoadError(
             f"{key}={name_or_path!r}: {target} is not a subclass of {base.__name__}"
         )
-    instance: T = cls()
-    instance.configure(plugin_props(props, prefix))
-    return instance
+    return cls
 
 
 def load_remote_storage_manager(

@@ -36,6 +36,18 @@ class RemoteStorageManager(abc.ABC):
     and ``close`` once at shutdown.
     """
 
+    @classmethod
+    def config_is_sensitive(cls, key: str) -> bool:
+        """Whether the plugin setting ``key`` (``rsm.config.`` prefix stripped) may hold a
+        secret, so that DescribeConfigs hides its value.
+
+        The broker asks the configured class without instantiating it. The default hides
+        everything, which is the only safe answer for a plugin that does not say; plugins
+        override it so that non-secret settings (where the data lives, chunking, which
+        transforms are on) can be discovered by clients such as the Spark source.
+        """
+        return True
+
     @abc.abstractmethod
     def configure(self, props: Mapping[str, str]) -> None:
         """Receive plugin settings before first use."""
