@@ -131,12 +131,13 @@ def _stored(bootstrap: str, topic: str, partition: int) -> list[tuple[int, int]]
 
         def read_more() -> bool:
             for m in c.consume(1000, 0.2):
-                if m.error() is None:
+                err = m.error()
+                if err is None:
                     offset, value = m.offset(), m.value()
                     assert offset is not None and value is not None
                     out.append((offset, int(value)))
                 else:
-                    assert m.error().code() == ck.KafkaError._PARTITION_EOF, m.error()
+                    assert err.code() == ck.KafkaError._PARTITION_EOF, err
             return len(out) >= high
 
         wait_until(read_more, 60, interval_s=0, what=f"{high} records of partition {partition}")
