@@ -7,6 +7,11 @@ below the offset, then copy whole batches up to the byte budget. A segment with 
 batch (compacted away) moves the read to the next segment. Only whole batches are returned,
 so a response never ends in a partial batch.
 
+A read that ends within ``WARM_WINDOW_BYTES`` of its segment's end asks the storage plugin to
+warm the next segment when the plugin offers ``warm(metadata)`` (duck-typed, optional): the
+plugin's own read-ahead stops at a segment boundary, so without this a catching-up consumer
+would wait a full object-store round trip at the start of every segment.
+
 Timestamp lookups walk the epochs from the starting offset's epoch upward and consider only
 finished, in-lineage segments; when the matching segment is still present locally the caller
 is told to search locally instead, which saves remote index fetches.
@@ -14,6 +19,7 @@ is told to search locally instead, which saves remote index fetches.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +52,7 @@ from tierlog.tiered.manager.lineage import (
 
 __all__ = [
     "SEARCH_LOCAL",
+    "WARM_WINDOW_BYTES",
     "RemoteOffsetOutOfRange",
     "RemoteReadData",
     "RemoteReadSpec",
@@ -54,6 +61,12 @@ __all__ = [
 ]
 
 _PREFIX = struct.Struct(">qi")
+
+#: Reads ending this close to their segment's end warm the next segment; matches the
+#: object-store plugin's default read-ahead, so warming starts where its read-ahead runs out.
+WARM_WINDOW_BYTES = 16 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class RemoteOffsetOutOfRange(KafkaError):
@@ -137,6 +150,7 @@ def read_remote_segment(
     fetched = 0
     while True:
         position = cache.lookup_offset(md, offset)
+        fetched_before = fetched
         stream = rsm.fetch_log_segment(md, position)
         try:
             first: bytes | None = None
@@ -170,11 +184,31 @@ def read_remote_segment(
         finally:
             stream.close()
         records = b"".join(out)
+        _warm_next(spec, md, position + fetched - fetched_before, rlmm, rsm)
         aborted = None
         if spec.read_committed:
             upper = read_header(out[-1]).next_offset
             aborted = _aborted_txns(spec, md, upper, rlmm, cache)
         return RemoteReadData(records, aborted, md, fetched)
+
+
+def _warm_next(
+    spec: RemoteReadSpec,
+    md: RemoteLogSegmentMetadata,
+    end_position: int,
+    rlmm: RemoteLogMetadataManager,
+    rsm: RemoteStorageManager,
+) -> None:
+    """Best effort: a failure here must never fail the read that triggered it."""
+    warm = getattr(rsm, "warm", None)
+    if warm is None or md.segment_size_in_bytes - end_position > WARM_WINDOW_BYTES:
+        return
+    try:
+        nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
+        if nxt is not None:
+            warm(nxt)
+    except Exception as e:
+        log.debug("%s: warming the segment after offset %d failed: %r", spec.tip, md.end_offset, e)
 
 
 def _aborted_txns(

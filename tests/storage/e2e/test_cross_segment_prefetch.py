@@ -1,0 +1,184 @@
+"""Cross-segment prefetch: the manager's remote reader warms the next segment through the
+object-store plugin's ``warm`` once a read gets close to the end of its segment.
+
+Real parts in one process: a ``PartitionLog``, the object-store plugin on ``file://``, the
+topic-based RLMM over an in-memory metadata topic and the ``RemoteLogManager``; segments are
+copied with the manager's own copy task and read back with its read path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tierlog.log import LogConfig, PartitionLog, TopicPartition
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManager, RemoteLogManagerConfig
+from tierlog.tiered.manager.reader import WARM_WINDOW_BYTES
+from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
+
+KiB = 1024
+MiB = 1024 * KiB
+TIP = TopicIdPartition(uuid.UUID(int=11), "warm", 0)
+
+
+def poll(predicate: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.01)
+
+
+@dataclass
+class WarmStack:
+    log: PartitionLog
+    rsm: ObjectStoreRemoteStorageManager
+    rlm: RemoteLogManager
+
+    def remote(self) -> list[RemoteLogSegmentMetadata]:
+        segs = self.rlm.rlmm.list_remote_log_segments(TIP)
+        return sorted(
+            (s for s in segs if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
+            key=lambda s: s.start_offset,
+        )
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        req = RemoteFetchRequest(self.log, offset, max_bytes)
+        (res,) = asyncio.run(self.rlm.read_remote([req], max_bytes))
+        assert res.error is ErrorCode.NONE, res.error_message
+        return res.records
+
+    def first_chunk_cached(self, md: RemoteLogSegmentMetadata) -> bool:
+        seg = self.rsm.open_segment(md)
+        return (seg.cache_id, 0) in self.rsm.chunk_cache
+
+    def manifest_cached(self, md: RemoteLogSegmentMetadata) -> bool:
+        return self.rsm.keys_for(md).manifest in self.rsm.manifest_cache
+
+
+def build_stack(root: Path, segment_sizes: list[int], props: dict[str, str]) -> WarmStack:
+    """A partition whose sealed segments (about ``segment_sizes`` bytes each, records of
+    incompressible 8 KiB values) are all copied to the object store; one record stays in
+    the active segment."""
+    lg = PartitionLog(
+        TopicPartition(TIP.topic, TIP.partition),
+        root / "logs" / f"{TIP.topic}-{TIP.partition}",
+        LogConfig(index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1),
+        topic_id=TIP.topic_id,
+        remote_enabled=True,
+    )
+    rng = random.Random(5)
+    for size in segment_sizes:
+        written = 0
+        while written < size:
+            batch = build_batch([SimpleRecord(rng.randbytes(8 * KiB))])
+            lg.append_as_leader(batch, leader_epoch=0, required_acks=1)
+            written += len(batch)
+        lg.roll()
+    lg.append_as_leader(build_batch([SimpleRecord(b"tail")]), leader_epoch=0, required_acks=1)
+    rsm = ObjectStoreRemoteStorageManager()
+    rsm.configure({"storage.url": (root / "bucket").as_uri(), **props})
+    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
+    rlmm.configure(
+        {
+            "remote.log.metadata.consume.poll.interval.ms": "5",
+            "remote.log.metadata.snapshot.enable": "false",
+        }
+    )
+    rlm = RemoteLogManager(
+        RemoteLogManagerConfig(task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000),
+        rsm,
+        rlmm,
+        root / "logs",
+    )
+    rlm.startup()
+    rlm.on_leadership_change([lg])
+    poll(lambda: rlmm.is_ready(TIP), "remote metadata ready")
+    rlm.run_now(lg.tp, "copy")
+    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
+    lg.run_retention()
+    stack = WarmStack(lg, rsm, rlm)
+    assert len(stack.remote()) == len(segment_sizes)
+    return stack
+
+
+@pytest.fixture
+def stacks(tmp_path: Path) -> Iterator[Callable[[list[int], dict[str, str]], WarmStack]]:
+    made: list[WarmStack] = []
+
+    def make(sizes: list[int], props: dict[str, str]) -> WarmStack:
+        made.append(build_stack(tmp_path / f"s{len(made)}", sizes, props))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.rlm.close()
+        s.log.close()
+
+
+def offsets_of(records: bytes) -> list[int]:
+    view = memoryview(records)
+    return [r.offset for h in scan_batches(view) for r in iter_records(records, h)]
+
+
+def test_reading_the_end_of_a_segment_warms_the_first_chunks_of_the_next(
+    stacks: Callable[[list[int], dict[str, str]], WarmStack],
+) -> None:
+    # every segment fits in one 64 KiB chunk, so the plugin's in-segment read-ahead has
+    # nothing to load: only the reader's warm() call can put a chunk in the cache early
+    st = stacks([40 * KiB] * 4, {"chunk.size": str(64 * KiB), "encryption.enabled": "false"})
+    segs = st.remote()
+    assert not any(st.first_chunk_cached(md) for md in segs[1:])
+    records = st.read(0, 1 * MiB)
+    assert offsets_of(records) == list(range(segs[0].start_offset, segs[0].end_offset + 1))
+    poll(lambda: st.first_chunk_cached(segs[1]), "segment 1 warmed by the read of segment 0")
+    assert not st.first_chunk_cached(segs[2])  # only the next segment, not all of them
+    assert st.rsm.chunk_cache.stats.prefetch_loads >= 1
+
+    hits = st.rsm.chunk_cache.stats.prefetch_hits
+    records = st.read(segs[1].start_offset, 1 * MiB)
+    assert offsets_of(records)[0] == segs[1].start_offset
+    assert st.rsm.chunk_cache.stats.prefetch_hits == hits + 1  # served from the warmed chunk
+    poll(lambda: st.first_chunk_cached(segs[2]), "segment 2 warmed by the read of segment 1")
+
+
+def test_a_read_far_from_the_segment_end_does_not_warm_the_next(
+    stacks: Callable[[list[int], dict[str, str]], WarmStack],
+) -> None:
+    big = WARM_WINDOW_BYTES + 4 * MiB
+    st = stacks(
+        [big, 40 * KiB],
+        {"chunk.size": str(MiB), "fetch.chunk.cache.prefetch.max.size": str(2 * MiB)},
+    )
+    first, second = st.remote()
+    st.read(0, 256 * KiB)  # the first 256 KiB of a segment of 20 MiB
+    assert not st.manifest_cached(second) and not st.first_chunk_cached(second)
+
+    # a read in the last WARM_WINDOW_BYTES of the first segment warms the second
+    tail_offset = first.end_offset - 10
+    records = st.read(tail_offset, 256 * KiB)
+    assert offsets_of(records)[0] == tail_offset
+    poll(lambda: st.first_chunk_cached(second), "the next segment warmed from the tail")
+
+
+def test_warming_is_skipped_without_a_chunk_cache_and_the_read_still_succeeds(
+    stacks: Callable[[list[int], dict[str, str]], WarmStack],
+) -> None:
+    st = stacks([40 * KiB] * 2, {"chunk.size": str(64 * KiB), "fetch.chunk.cache.class": "none"})
+    first, second = st.remote()
+    records = st.read(0, 1 * MiB)
+    assert offsets_of(records) == list(range(first.start_offset, first.end_offset + 1))
+    assert st.rsm.chunk_cache.stats.prefetch_loads == 0
+    assert offsets_of(st.read(second.start_offset, 1 * MiB))[0] == second.start_offset
