@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.broker import BrokerProcess
@@ -267,3 +269,29 @@ def offsets_and_values(records: bytes) -> list[tuple[int, bytes | None]]:
 
 def tp(topic: str, partition: int = 0) -> TopicPartition:
     return TopicPartition(topic, partition)
+
+
+def consume_confluent(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
+    """Read partition 0 from offset 0 until ``count`` records (or 30 s) with confluent-kafka."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([CkTopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            offset, value = m.offset(), m.value()
+            assert offset is not None and value is not None
+            got.append((offset, value))
+        return got
+    finally:
+        c.close()

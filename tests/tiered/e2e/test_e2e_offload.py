@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import time
-import uuid
 
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from e2e_helpers import N, Seg, TieredBroker, offsets_and_values, recipe, segments_of, value_of
+from e2e_helpers import (
+    N,
+    Seg,
+    TieredBroker,
+    consume_confluent,
+    offsets_and_values,
+    recipe,
+    segments_of,
+    value_of,
+)
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -31,31 +37,6 @@ def _wait_fully_tiered(tb: TieredBroker, topic: str, end: int, partition: int = 
         30,
         what=f"{topic}-{partition} fully tiered up to {end}",
     )
-
-
-def _consume_confluent(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        c.assign([CkTopicPartition(topic, 0, 0)])
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 30
-        while len(got) < count and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            offset, value = m.offset(), m.value()
-            assert offset is not None and value is not None
-            got.append((offset, value))
-        return got
-    finally:
-        c.close()
 
 
 def _consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
@@ -103,7 +84,7 @@ def test_offloaded_topic_is_read_whole_by_kcat_confluent_and_kafka_python(
     assert tiered.local_segments(topic) == [count]
     expected = [(i, value_of(i)) for i in range(count + 1)]
 
-    assert _consume_confluent(tiered.bootstrap, topic, count + 1) == expected
+    assert consume_confluent(tiered.bootstrap, topic, count + 1) == expected
     assert _consume_kafka_python(tiered.bootstrap, topic, count + 1) == expected
     assert _consume_kcat(tiered.bootstrap, topic) == expected
 
@@ -130,7 +111,7 @@ def test_offload_and_consume_across_a_restart(tiered: TieredBroker) -> None:
     assert tiered.list_offsets(topic, 0, -2)[1] == 0
     assert tiered.list_offsets(topic, 0, EARLIEST_LOCAL)[1] == 3 * N
     expected = [(i, value_of(i)) for i in range(3 * N + 1)]
-    assert _consume_confluent(tiered.bootstrap, topic, 3 * N + 1) == expected
+    assert consume_confluent(tiered.bootstrap, topic, 3 * N + 1) == expected
     assert {Seg(e.start_offset, e.end_offset) for e in tiered.events(topic, "FETCH")} == set(copies)
 
     # A reloaded active segment indexes its next batch only after one more append (as in
@@ -142,7 +123,7 @@ def test_offload_and_consume_across_a_restart(tiered: TieredBroker) -> None:
     assert copies_now[:3] == copies and copies_now[3].start == 3 * N
     _wait_fully_tiered(tiered, topic, copies_now[-1].end + 1)
     expected += [(i, value_of(i)) for i in range(3 * N + 1, 5 * N + 1)]
-    assert _consume_confluent(tiered.bootstrap, topic, 5 * N + 1) == expected
+    assert consume_confluent(tiered.bootstrap, topic, 5 * N + 1) == expected
 
 
 def test_active_segment_is_rolled_when_local_retention_is_breached(tiered: TieredBroker) -> None:

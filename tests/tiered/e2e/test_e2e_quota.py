@@ -1,0 +1,76 @@
+"""Tiered-storage quotas: copies are back-pressured, remote reads over the rate are shed.
+
+Both quotas use two 1 s windows, so the measured rate is bytes over about one second and a
+few 735-byte segments are enough to exceed 1000 B/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from e2e_helpers import (
+    TIERED_OVERRIDES,
+    N,
+    TieredBroker,
+    consume_confluent,
+    recipe,
+    segments_of,
+    value_of,
+)
+
+from helpers.broker import BrokerProcess
+from helpers.poll import wait_until
+
+QUOTA = "1000"
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("throttled"),
+        {
+            **TIERED_OVERRIDES,
+            "remote.log.manager.copy.max.bytes.per.second": QUOTA,
+            "remote.log.manager.copy.quota.window.num": "2",
+            "remote.log.manager.copy.quota.window.size.seconds": "1",
+            "remote.log.manager.fetch.max.bytes.per.second": QUOTA,
+            "remote.log.manager.fetch.quota.window.num": "2",
+            "remote.log.manager.fetch.quota.window.size.seconds": "1",
+        },
+    )
+    b.start()
+    tb = TieredBroker(b)
+    yield tb
+    tb.close()
+    b.close()
+
+
+def test_copy_quota_throttles_uploads_without_losing_any(throttled: TieredBroker) -> None:
+    topic = "quota-copy"
+    segments = 6
+    throttled.create_topic(topic, 1, recipe())
+    assert throttled.metric("tierlog_remote_copy_throttle_time_ms_count") == 0
+    throttled.produce(topic, range(segments * N + 1))
+    throttled.wait_segs(topic, "COPY", segments_of(segments), timeout_s=60)
+    assert throttled.metric("tierlog_remote_copy_throttle_time_ms_count") > 0
+    assert throttled.metric("tierlog_remote_copy_throttle_time_ms_sum") > 0
+    assert throttled.metric("tierlog_remote_copy_errors_total", topic=topic) == 0
+
+
+def test_fetch_quota_sheds_remote_reads_but_the_consumer_gets_everything(
+    throttled: TieredBroker,
+) -> None:
+    topic = "quota-fetch"
+    segments = 6
+    throttled.create_topic(topic, 1, recipe())
+    throttled.produce(topic, range(segments * N + 1))
+    throttled.wait_segs(topic, "COPY", segments_of(segments), timeout_s=60)
+    wait_until(
+        lambda: throttled.local_segments(topic) == [segments * N], 30, what="local tier emptied"
+    )
+    assert throttled.metric("tierlog_remote_fetch_throttle_time_ms_count") == 0
+    got = consume_confluent(throttled.bootstrap, topic, segments * N + 1)
+    assert got == [(i, value_of(i)) for i in range(segments * N + 1)]
+    assert throttled.metric("tierlog_remote_fetch_throttle_time_ms_count") > 0
+    assert throttled.metric("tierlog_remote_fetch_errors_total", topic=topic) == 0
