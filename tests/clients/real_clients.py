@@ -16,7 +16,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,23 +86,28 @@ class DiskBatch:
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
-def disk_batches(partition_dir: Path) -> Iterator[DiskBatch]:
+def disk_batches(partition_dir: Path) -> list[DiskBatch]:
     """Batch headers straight from the ``.log`` files (Kafka's v2 layout), in offset order.
 
     Read independently of tierlog's own record code so the acceptance tests check the bytes
     a Kafka tool would see.
     """
-    for path in sorted(partition_dir.glob("*.log")):
-        data = path.read_bytes()
-        pos = 0
-        while pos + _BATCH_HEAD.size <= len(data):
-            (base, length, _epoch, _magic, _crc, attrs, _lod, _ts0, _ts1, pid, _pe, seq, n) = (
-                _BATCH_HEAD.unpack_from(data, pos)
-            )
-            if length <= 0:
-                break  # preallocated or torn tail
-            yield DiskBatch(base, attrs, pid, seq, n)
-            pos += 12 + length
+    return [b for path in sorted(partition_dir.glob("*.log")) for b in segment_batches(path)]
+
+
+def segment_batches(log_file: Path) -> list[DiskBatch]:
+    data = log_file.read_bytes()
+    out: list[DiskBatch] = []
+    pos = 0
+    while pos + _BATCH_HEAD.size <= len(data):
+        (base, length, _epoch, _magic, _crc, attrs, _lod, _ts0, _ts1, pid, _pe, seq, n) = (
+            _BATCH_HEAD.unpack_from(data, pos)
+        )
+        if length <= 0:
+            break  # preallocated or torn tail
+        out.append(DiskBatch(base, attrs, pid, seq, n))
+        pos += 12 + length
+    return out
 
 
 # ---- the driver interface ------------------------------------------------------------------
