@@ -44,9 +44,11 @@ def kcat_path() -> str:
     return path
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
-    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs or {})])[name].result(30)
 
 
 def values(tag: str, count: int, start: int = 0) -> list[bytes]:

@@ -29,7 +29,7 @@ def rolled(module_broker: BrokerProcess) -> Path:
     create_topic(
         module_broker.bootstrap,
         TOPIC,
-        **{"index.interval.bytes": "1", "segment.index.bytes": str(12 * N)},
+        configs={"index.interval.bytes": "1", "segment.index.bytes": str(12 * N)},
     )
     p = ck.Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 0})
     for i in range(BATCHES):
@@ -52,15 +52,15 @@ def test_segment_rolls_after_exactly_n_batches(rolled: Path) -> None:
     assert len(batches) == BATCHES
     assert all(b.record_count == 1 for b in batches)
     for base in bases[:-1]:
-        stem = rolled / f"{base:020d}"
-        in_segment = segment_batches(stem.parent / f"{stem.name}.log")
+        seg = rolled / f"{base:020d}"
+        in_segment = segment_batches(seg.parent / f"{seg.name}.log")
         assert [b.base_offset for b in in_segment] == list(range(base, base + N))
         # Kafka indexes every batch but a segment's first (bytesSinceLastIndexEntry starts
         # at 0), and a time index counts as full one entry early (the last slot is kept for
         # the roll, which adds nothing here since the max timestamp is already indexed):
         # N-1 entries each, and sealed indexes are trimmed to them.
-        assert (stem.parent / f"{stem.name}.timeindex").stat().st_size == 12 * (N - 1)
-        assert (stem.parent / f"{stem.name}.index").stat().st_size == 8 * (N - 1)
+        assert (seg.parent / f"{seg.name}.timeindex").stat().st_size == 12 * (N - 1)
+        assert (seg.parent / f"{seg.name}.index").stat().st_size == 8 * (N - 1)
 
 
 def test_time_index_lookup_across_rolled_segments(
