@@ -114,16 +114,36 @@ def topics_list(c: WireClient, a: argparse.Namespace) -> None:
         print(t.name)
 
 
+def _supports(c: WireClient, api_key: int, version: int) -> bool:
+    """ApiVersions says the broker serves ``version`` of ``api_key``."""
+    r = c.call(18, 3, client_software_name="tierlog-cli", client_software_version="0")
+    return any(
+        int(k.api_key) == api_key and int(k.min_version) <= version <= int(k.max_version)
+        for k in r.api_keys
+    )
+
+
 def describe(c: WireClient, topic: str) -> dict[str, Any]:
     md = c.call(3, 12, topics=[{"name": topic}], allow_auto_topic_creation=False)
     t = md.topics[0]
     _check(t.error_code, None, f"describe {topic}")
     parts = sorted(p.partition_index for p in t.partitions)
-    offsets: dict[int, dict[str, int]] = {p: {} for p in parts}
-    for ts, key in ((-2, "log_start_offset"), (-1, "high_watermark")):
+    offsets: dict[int, dict[str, int | None]] = {p: {} for p in parts}
+    # -4 EARLIEST_LOCAL needs ListOffsets v8+, -5 LATEST_TIERED v9+: both asked with v9; a
+    # broker without them (older Kafka) leaves those two fields null instead of failing
+    for ts, key, version in (
+        (-2, "log_start_offset", 7),
+        (-1, "high_watermark", 7),
+        (-4, "local_log_start_offset", 9),
+        (-5, "latest_tiered_offset", 9),
+    ):
+        if version > 7 and not _supports(c, 2, version):
+            for p in parts:
+                offsets[p][key] = None
+            continue
         lo = c.call(
             2,
-            7,
+            version,
             replica_id=-1,
             isolation_level=0,
             topics=[
@@ -157,6 +177,8 @@ def describe(c: WireClient, topic: str) -> dict[str, Any]:
                 "partition": p,
                 "log_start_offset": offsets[p]["log_start_offset"],
                 "high_watermark": offsets[p]["high_watermark"],
+                "local_log_start_offset": offsets[p]["local_log_start_offset"],
+                "latest_tiered_offset": offsets[p]["latest_tiered_offset"],
             }
             for p in parts
         ],
@@ -180,7 +202,28 @@ def topics_describe(c: WireClient, a: argparse.Namespace) -> None:
     for p in d["partitions"]:
         print(
             f"\tPartition: {p['partition']}\tLogStartOffset: {p['log_start_offset']}"
+            f"\tLocalLogStartOffset: {p['local_log_start_offset']}"
+            f"\tLatestTieredOffset: {p['latest_tiered_offset']}"
             f"\tHighWatermark: {p['high_watermark']}"
+        )
+
+
+# ---- remote ---------------------------------------------------------------------------------
+def remote_segments_cmd(c: WireClient, a: argparse.Namespace) -> None:
+    from tierlog.remote_segments import RemoteSegmentsError, remote_segments
+
+    try:
+        rows = remote_segments(c, a.topic, a.partition)
+    except RemoteSegmentsError as e:
+        raise SystemExit(f"tierlog: {e}") from None
+    if a.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    print("PARTITION\tSTART\tEND\tSTATE\tSIZE\tMAX_TIMESTAMP\tBROKER\tSEGMENT_ID")
+    for r in rows:
+        print(
+            f"{r['partition']}\t{r['start_offset']}\t{r['end_offset']}\t{r['state']}"
+            f"\t{r['size_bytes']}\t{r['max_timestamp_ms']}\t{r['broker_id']}\t{r['segment_id']}"
         )
 
 
@@ -304,6 +347,15 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--delete", action="append", metavar="KEY")
         sp.set_defaults(func=None, topic_fn=fn)
 
+    r = sub.add_parser("remote", help="the remote tier, read from __remote_log_metadata")
+    rsub = r.add_subparsers(dest="action", required=True)
+    rs = rsub.add_parser("segments", help="remote segment metadata of a topic")
+    rs.add_argument("topic")
+    rs.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    rs.add_argument("--partition", type=int)
+    rs.add_argument("--json", action="store_true")
+    rs.set_defaults(func=None, topic_fn=remote_segments_cmd)
+
     d = sub.add_parser("dump-log", help="decode a segment or index file")
     d.add_argument("path", help=".log, .index, .timeindex, .txnindex, .snapshot, checkpoint")
     d.add_argument("--headers-only", action="store_true", help="batches only, not records")
@@ -328,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:2] == ["keys", "rewrap"]:  # its own options are parsed by the tool itself
         return keys_rewrap(argv[2:])
     args = build_parser().parse_args(argv)
-    if args.command == "topics":
+    if args.command in ("topics", "remote"):
         try:
             client = WireClient(args.bootstrap_server)
         except OSError as e:

@@ -1,0 +1,160 @@
+"""``tierlog remote segments``: the remote segments of a topic, read as a Kafka client.
+
+The source of truth is ``__remote_log_metadata``: the tool reads the metadata partitions the
+topic's partitions hash to (same partitioner as the broker), from the log start to the end
+taken before reading, and folds the records into the broker's own cache type
+(``tiered.metadata.fold``). Listed are the segments the cache lists: COPY_STARTED,
+COPY_FINISHED and DELETE_STARTED (a DELETE_FINISHED segment no longer exists).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import iter_records, scan_batches
+from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.tiered.metadata.fold import fold_metadata
+from tierlog.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
+from tierlog.tiered.metadata.topic_io import METADATA_TOPIC
+
+__all__ = ["RemoteSegmentsError", "remote_segments", "segment_row"]
+
+FETCH_BYTES = 4 << 20
+
+
+class Client(Protocol):
+    def call(self, api_key: int, version: int, **fields: Any) -> Any: ...
+
+
+class RemoteSegmentsError(RuntimeError):
+    pass
+
+
+def _metadata(c: Client, topics: list[str]) -> dict[str, Any]:
+    md = c.call(3, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False)
+    return {t.name: t for t in md.topics}
+
+
+def _offset(c: Client, topic: str, partition: int, timestamp: int) -> int:
+    r = c.call(
+        2,
+        7,
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "current_leader_epoch": -1,
+                        "timestamp": timestamp,
+                    }
+                ],
+            }
+        ],
+    )
+    p = r.topics[0].partitions[0]
+    if p.error_code != 0:
+        raise RemoteSegmentsError(
+            f"list offsets {topic}-{partition}: {ErrorCode(int(p.error_code)).name}"
+        )
+    return int(p.offset)
+
+
+def _values(c: Client, partition: int) -> list[bytes]:
+    """Every record value of one metadata partition, in offset order."""
+    cursor = _offset(c, METADATA_TOPIC, partition, -2)
+    end = _offset(c, METADATA_TOPIC, partition, -1)
+    out: list[bytes] = []
+    while cursor < end:
+        r = c.call(
+            1,
+            12,
+            replica_id=-1,
+            max_wait=0,
+            min_bytes=1,
+            max_bytes=FETCH_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": cursor,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": FETCH_BYTES,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        p = r.responses[0].partitions[0]
+        if p.error_code != 0:
+            raise RemoteSegmentsError(
+                f"fetch {METADATA_TOPIC}-{partition} at {cursor}: "
+                f"{ErrorCode(int(p.error_code)).name}"
+            )
+        data = bytes(p.records or b"")
+        nxt = cursor
+        for h in scan_batches(data):
+            for rec in iter_records(data[h.position : h.end]):
+                if rec.offset >= cursor and rec.value is not None:
+                    out.append(rec.value)
+            nxt = max(nxt, h.last_offset + 1)
+        if nxt == cursor:
+            break  # nothing readable (should not happen below the end offset)
+        cursor = nxt
+    return out
+
+
+def segment_row(md: RemoteLogSegmentMetadata) -> dict[str, Any]:
+    return {
+        "partition": md.topic_id_partition.partition,
+        "segment_id": str(md.remote_log_segment_id.id),
+        "start_offset": md.start_offset,
+        "end_offset": md.end_offset,
+        "state": md.state.name,
+        "size_bytes": md.segment_size_in_bytes,
+        "leader_epochs": [[e, o] for e, o in sorted(md.segment_leader_epochs.items())],
+        "max_timestamp_ms": md.max_timestamp_ms,
+        "broker_id": md.broker_id,
+    }
+
+
+def remote_segments(c: Client, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
+    """Rows of ``segment_row`` for the topic (or one partition), by partition and offset."""
+    found = _metadata(c, [topic, METADATA_TOPIC])
+    t = found.get(topic)
+    if t is None or t.error_code != 0:
+        code = ErrorCode(int(t.error_code)).name if t is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+        raise RemoteSegmentsError(f"describe {topic}: {code}")
+    meta = found.get(METADATA_TOPIC)
+    if meta is None or meta.error_code != 0 or not meta.partitions:
+        return []  # no tiering on this broker yet
+    partitions = sorted(p.partition_index for p in t.partitions)
+    if partition is not None:
+        if partition not in partitions:
+            raise RemoteSegmentsError(f"{topic} has no partition {partition}")
+        partitions = [partition]
+    topic_id = uuid.UUID(str(t.topic_id))
+    partitioner = RemoteLogMetadataTopicPartitioner(len(meta.partitions))
+    by_mp: dict[int, list[TopicIdPartition]] = {}
+    for p in partitions:
+        tip = TopicIdPartition(topic_id, topic, p)
+        by_mp.setdefault(partitioner.metadata_partition(tip), []).append(tip)
+    rows: list[dict[str, Any]] = []
+    for mp, tips in sorted(by_mp.items()):
+        for cache in fold_metadata(_values(c, mp), tips).values():
+            rows.extend(segment_row(md) for md in cache.list_all_remote_log_segments())
+    rows.sort(key=lambda r: (r["partition"], r["start_offset"]))
+    return rows
