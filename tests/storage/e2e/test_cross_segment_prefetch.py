@@ -58,7 +58,7 @@ class WarmStack:
         req = RemoteFetchRequest(self.log, offset, max_bytes)
         (res,) = asyncio.run(self.rlm.read_remote([req], max_bytes))
         assert res.error is ErrorCode.NONE, res.error_message
-        return res.records
+        return bytes(res.records)
 
     def first_chunk_cached(self, md: RemoteLogSegmentMetadata) -> bool:
         seg = self.rsm.open_segment(md)
