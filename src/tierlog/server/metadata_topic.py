@@ -75,7 +75,9 @@ class LogMetadataTopicIO(MetadataTopicIO):
                 else:
                     self._create_logs(num_partitions, configs)
                 existing = self._partitions()
-            count = max(existing) + 1 if existing else 0
+                if not existing:
+                    raise RuntimeError(f"{METADATA_TOPIC} was not created")
+            count = max(existing) + 1
             if sorted(existing) != list(range(count)):
                 raise RuntimeError(
                     f"{METADATA_TOPIC} has gaps in its partitions: {sorted(existing)}"
