@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
@@ -119,6 +121,17 @@ class ObjectStoreBroker:
         p = r.topics[0].partitions[0]
         assert p.error_code == 0, ErrorCode(p.error_code)
         return int(p.offset)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the broker's samples called ``name`` whose labels include ``labels``."""
+        with urllib.request.urlopen(self.broker.metrics_url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return sum(
+            float(sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+        )
 
     def local_segments(self, topic: str, partition: int) -> list[int]:
         d = self.broker.log_dir / f"{topic}-{partition}"
