@@ -4,7 +4,9 @@ Kafka clients rely on responses arriving in request order, so a connection handl
 request at a time; a long-polling Fetch therefore delays only its own connection. Reading
 is paused while requests are queued (bounded memory for a client that pipelines a lot) and
 responses wait while the transport's write buffer is above its high-water mark (a slow
-reader cannot make us buffer unbounded responses).
+reader cannot make us buffer unbounded responses): the next request is not even handled
+until the previous response has drained below the mark, so a connection holds at most one
+response beyond the mark.
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         while self._queue and not self._closing:
+            # Wait for the client to drain the previous response before building the next:
+            # otherwise a reader that never drains makes us hold one more whole response.
+            if not self._writable.is_set():
+                await self._writable.wait()
+                if self._closing:
+                    return
             frame = self._queue.popleft()
             if self._reading_paused and len(self._queue) < _MAX_QUEUED_FRAMES // 2:
                 self._reading_paused = False
@@ -113,10 +121,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if not reply:
                 continue
-            if not self._writable.is_set():
-                await self._writable.wait()
-                if self._closing:
-                    return
+            if self._closing:
+                return
             if len(reply) == 1:
                 transport.write(reply[0])
             else:

@@ -39,6 +39,11 @@ from tierlog.tiered.manager import RemoteFetchRequest
 
 _NIL = uuid.UUID(int=0)
 
+#: Kafka's broker-side ``fetch.max.bytes`` default (55 MiB): the most one Fetch response may
+#: carry whatever the request asks for. Without it a request naming a partition many times
+#: with ``max_bytes`` near 2**31 made the broker read (and hold) gigabytes.
+FETCH_MAX_BYTES = 57_671_680
+
 
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
     if current_leader_epoch == -1 or current_leader_epoch == LEADER_EPOCH:
@@ -261,7 +266,7 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
         )
     max_wait_s = body.max_wait.total_seconds()
     min_bytes = int(body.min_bytes)
-    max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
+    max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), FETCH_MAX_BYTES)
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     follower = _is_follower(body, version)
     plan = _resolve(state, body, version)

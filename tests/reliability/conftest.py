@@ -1,0 +1,13 @@
+"""The reliability suite (issue 7): fault injection with figures.
+
+Short variants run in ``make test``; ``TIERLOG_SOAK=1`` (``make soak``) selects the long
+ones. Figures land in ``$TIERLOG_RELIABILITY_RESULTS/results-<mode>.jsonl`` (see
+``rel_helpers.record``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
