@@ -313,6 +313,16 @@ def keys_rewrap(argv: Sequence[str]) -> int:
     return int(module.main(list(argv)))
 
 
+#: ``tierlog audit`` / ``tierlog usage`` are Spark jobs; imported only when they run.
+SPARK_JOBS = {"audit", "usage"}
+
+
+def spark_job(name: str, argv: Sequence[str]) -> int:
+    from tierlog.spark import jobs
+
+    return int(jobs.audit_main(argv) if name == "audit" else jobs.usage_main(argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tierlog", description="Kafka-compatible tiered log broker")
     sub = p.add_subparsers(dest="command", required=True)
@@ -369,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-wrap segment data keys onto the active key (see `tierlog keys rewrap -h`)",
     )
 
+    for name, what in (
+        ("audit", "check the remote tier against its metadata (Spark job)"),
+        ("usage", "local/remote bytes and cost per partition (Spark job)"),
+    ):
+        sub.add_parser(name, add_help=False, help=f"{what}; see `tierlog {name} -h`")
+
     o = sub.add_parser("docs", help="render docs/operations.md")
     o.add_argument("--output")
     o.set_defaults(func=docs)
@@ -379,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["keys", "rewrap"]:  # its own options are parsed by the tool itself
         return keys_rewrap(argv[2:])
+    if argv[:1] and argv[0] in SPARK_JOBS:  # their own options are parsed by the jobs
+        return spark_job(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command in ("topics", "remote"):
         try:

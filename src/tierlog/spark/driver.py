@@ -1,8 +1,11 @@
 """Driver side: what to read. Partitions, offset bounds, remote segments, then the plan.
 
-Two ways to learn what exists:
+Three ways to learn what exists:
   * a broker (`kafka.bootstrap.servers`): Metadata and ListOffsets for partitions and
     offsets, and the remote catalog (`remote_catalog`) for COPY_FINISHED segments;
+  * the bucket alone (`tierlog.catalog=bucket`, or `auto` when the broker cannot be
+    reached and the job names the storage plugin): the object store's self-describing
+    manifests (`bucket`); only remote offsets exist then, read without any broker;
   * a Kafka log directory (`tierlog.log.dir`): segment files read in place, no broker -
     for backups, a stopped broker's disk, and tests of the executor path.
 """
@@ -13,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from tierlog.spark.bucket import bucket_catalog
 from tierlog.spark.options import (
     EARLIEST,
     LATEST,
@@ -37,7 +41,7 @@ from tierlog.spark.planning import (
     split_large_segments,
 )
 from tierlog.spark.reader import DataLossError
-from tierlog.spark.segments import offset_index, scan_log_dir
+from tierlog.spark.segments import RsmSpec, offset_index, scan_log_dir
 from tierlog.spark.wire import BrokerClient, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -67,6 +71,15 @@ def select_partitions(sub: Subscription, available: Iterable[TP]) -> list[TP]:
     if missing:
         raise OptionError(f"assigned partitions do not exist: {sorted(missing)}")
     return list(sub.partitions)
+
+
+def select_partitions_of(sub: Subscription, topic: str) -> bool:
+    """Whether the subscription may include partitions of `topic`."""
+    if isinstance(sub, Subscribe):
+        return topic in sub.topics
+    if isinstance(sub, SubscribePattern):
+        return sub.matches(topic)
+    return any(t == topic for t, _ in sub.partitions)
 
 
 def resolve_bound(
@@ -163,7 +176,10 @@ class Catalog:
     def __init__(self, opts: SourceOptions, remote_catalog: RemoteCatalog | None = None) -> None:
         self.opts = opts
         self._remote_catalog = remote_catalog
-        self.client = BrokerClient(opts.bootstrap) if opts.bootstrap else None
+        use_broker = opts.bootstrap is not None and opts.catalog != "bucket"
+        self.client = BrokerClient(opts.bootstrap) if opts.bootstrap and use_broker else None
+        # True once planning uses the bucket alone: slices then never fall back to a broker
+        self.offline = opts.log_dir is None and self.client is None
 
     def close(self) -> None:
         if self.client is not None:
@@ -186,8 +202,34 @@ class Catalog:
                 last = segs[-1].last + 1 if segs else 0
                 out[tp] = PartitionView(tp, first, last, tuple(segs))
             return out
-        assert self.client is not None
-        topics = self.client.metadata(
+        if self.client is None:
+            return self._bucket_views()
+        try:
+            return self._broker_views(self.client)
+        except (ConnectionError, TimeoutError) as exc:
+            if self.opts.catalog != "auto" or self.opts.rsm_class is None:
+                raise
+            log.warning("broker unreachable (%s): planning from the bucket's manifests", exc)
+            self.client.close()
+            self.client = None
+            self.offline = True
+            return self._bucket_views()
+
+    def _bucket_views(self) -> dict[TP, PartitionView]:
+        assert self.opts.rsm_class is not None
+        spec = RsmSpec.of(self.opts.rsm_class, self.opts.rsm_config)
+        sub = self.opts.subscription
+        found = bucket_catalog(spec, lambda topic: bool(select_partitions_of(sub, topic)))
+        tps = select_partitions(sub, found)
+        return {
+            tp: PartitionView(
+                tp, found[tp][0].first, max(s.last for s in found[tp]) + 1, tuple(found[tp])
+            )
+            for tp in tps
+        }
+
+    def _broker_views(self, client: BrokerClient) -> dict[TP, PartitionView]:
+        topics = client.metadata(
             self.opts.subscription.topics
             if isinstance(self.opts.subscription, Subscribe)
             else {t for t, _ in self.opts.subscription.partitions}
@@ -197,11 +239,11 @@ class Catalog:
         topics = {n: t for n, t in topics.items() if not t.internal}
         available = [(n, p) for n, t in topics.items() for p in t.leaders]
         tps = select_partitions(self.opts.subscription, available)
-        earliest = self.client.list_offsets(dict.fromkeys(tps, EARLIEST))
-        latest = self.client.list_offsets(dict.fromkeys(tps, LATEST))
+        earliest = client.list_offsets(dict.fromkeys(tps, EARLIEST))
+        latest = client.list_offsets(dict.fromkeys(tps, LATEST))
         remote: dict[TP, list[ColdSegment]] = {}
         if self.opts.remote_reads and self._remote_catalog is not None:
-            remote = self._remote_catalog(self.client, self.opts, topics)
+            remote = self._remote_catalog(client, self.opts, topics)
         return {
             tp: PartitionView(tp, earliest[tp][0], latest[tp][0], tuple(remote.get(tp, ())))
             for tp in tps

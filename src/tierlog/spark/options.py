@@ -24,6 +24,8 @@ RSM_CLASS = "tierlog.rsm.class"
 LOG_DIR = "tierlog.log.dir"
 REMOTE_READS = "tierlog.remote.reads"
 SPLIT_BYTES = "tierlog.split.bytes"
+CATALOG = "tierlog.catalog"
+CATALOGS = ("auto", "broker", "bucket")
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 
 # Spark refuses these because the source manages them itself.
@@ -103,6 +105,9 @@ class SourceOptions:
     log_dir: str | None = None
     remote_reads: bool = True
     split_bytes: int = DEFAULT_SPLIT_BYTES
+    # where the driver learns what exists: the broker, the bucket's manifests, or the
+    # broker unless it cannot be reached and a storage plugin is configured ("auto")
+    catalog: str = "auto"
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -244,10 +249,14 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     opts = {k.lower(): v for k, v in raw.items()}
     bootstrap = opts.get(BOOTSTRAP)
     log_dir = opts.get(LOG_DIR)
-    if not bootstrap and not log_dir:
+    catalog = opts.get(CATALOG, "auto").strip().lower()
+    if catalog not in CATALOGS:
+        raise OptionError(f"option '{CATALOG}' must be one of {', '.join(CATALOGS)}")
+    if not bootstrap and not log_dir and catalog != "bucket":
         raise OptionError(
             f"option '{BOOTSTRAP}' must be specified for configuring the Kafka consumer "
-            f"(or '{LOG_DIR}' to read segment files without a broker)"
+            f"(or '{LOG_DIR}' to read segment files without a broker, or "
+            f"'{CATALOG}=bucket' to read the object store alone)"
         )
     kafka_params: dict[str, str] = {}
     for key, value in opts.items():
@@ -269,6 +278,14 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         for k, v in raw.items()
         if k.lower().startswith(RSM_CONFIG_PREFIX)
     }
+    rsm_class = opts.get(RSM_CLASS)
+    if rsm_class is None and "storage.url" in rsm_config:
+        rsm_class = "objectstore"  # only the object store takes a storage.url
+    if catalog == "bucket" and rsm_class is None:
+        raise OptionError(
+            f"option '{CATALOG}=bucket' needs the storage plugin: set "
+            f"'{RSM_CONFIG_PREFIX}storage.url' (and credentials or keys as needed)"
+        )
     return SourceOptions(
         subscription=_subscription(opts),
         starting=starting,
@@ -280,9 +297,10 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         min_partitions=_positive(opts, "minPartitions"),
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
         max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
-        rsm_class=opts.get(RSM_CLASS),
+        rsm_class=rsm_class,
         rsm_config=rsm_config,
         log_dir=log_dir,
         remote_reads=_bool(opts, REMOTE_READS, True),
         split_bytes=_positive(opts, SPLIT_BYTES) or DEFAULT_SPLIT_BYTES,
+        catalog=catalog,
     )

@@ -46,8 +46,15 @@ RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 
 def rsm_spec(client: BrokerClient, opts: SourceOptions) -> RsmSpec | None:
     """The plugin executors load, or None when neither broker nor options name one."""
+    return broker_rsm_spec(client, opts.rsm_class, opts.rsm_config)
+
+
+def broker_rsm_spec(
+    client: BrokerClient, class_name: str | None, overrides: Mapping[str, str]
+) -> RsmSpec | None:
+    """The broker's storage plugin and its non-secret settings, overlaid by the job's own
+    (`overrides`: credentials, keys); None when neither names a plugin."""
     props: dict[str, str] = {}
-    class_name = opts.rsm_class
     try:
         configs = client.broker_configs()
     except Exception as exc:  # a broker without DescribeConfigs still serves reads
@@ -58,18 +65,35 @@ def rsm_spec(client: BrokerClient, opts: SourceOptions) -> RsmSpec | None:
         if key.startswith(prefix) and value is not None:
             props[key[len(prefix) :]] = value
     class_name = class_name or configs.get(RSM_CLASS_KEY)
-    props.update(opts.rsm_config)
+    props = executor_props(props)
+    props.update(overrides)
     return RsmSpec.of(class_name, props) if class_name else None
 
 
+#: Broker settings that describe the broker's own machine or its upload side; an executor
+#: must not inherit them (a disk chunk cache is wiped on start: the broker's would be).
+_BROKER_LOCAL = ("fetch.chunk.cache.path", "fetch.chunk.cache.class", "upload.")
+
+
+def executor_props(broker_props: Mapping[str, str]) -> dict[str, str]:
+    """The broker's plugin settings minus what is local to the broker; executors keep the
+    plugin's in-memory chunk cache unless the job's own options say otherwise."""
+    return {
+        k: v for k, v in broker_props.items() if not any(k.startswith(b) for b in _BROKER_LOCAL)
+    }
+
+
 def fold_metadata(
-    values: list[bytes], wanted: Mapping[TopicIdPartition, TP]
+    values: list[bytes], wanted: Mapping[TopicIdPartition, TP] | None
 ) -> dict[TopicIdPartition, RemoteLogMetadataCache]:
-    """Replay metadata record values (in offset order) into one cache per wanted partition."""
-    caches = {tip: RemoteLogMetadataCache() for tip in wanted}
+    """Replay metadata record values (in offset order) into one cache per wanted partition
+    (every partition found when `wanted` is None, as the audit needs)."""
+    caches = {tip: RemoteLogMetadataCache() for tip in wanted or ()}
     for value in values:
         record = deserialize(value)
         if isinstance(record, RemoteLogSegmentMetadata):
+            if wanted is None and record.topic_id_partition not in caches:
+                caches[record.topic_id_partition] = RemoteLogMetadataCache()
             cache = caches.get(record.topic_id_partition)
             if cache is not None:
                 cache.add_copy_in_progress_segment(record)
@@ -88,7 +112,8 @@ def fold_metadata(
     return caches
 
 
-def _read_partition(client: BrokerClient, tp: TP) -> list[bytes]:
+def read_partition(client: BrokerClient, tp: TP) -> list[bytes]:
+    """Every record value of one partition, from its start to the end taken first."""
     ((start, _),) = client.list_offsets({tp: -2}).values()
     ((end, _),) = client.list_offsets({tp: -1}).values()
     values: list[bytes] = []
@@ -127,7 +152,7 @@ def remote_catalog(
         by_mp.setdefault(partitioner.metadata_partition(tip), {})[tip] = tp
     out: dict[TP, list[ColdSegment]] = {}
     for mp, members in sorted(by_mp.items()):
-        caches = fold_metadata(_read_partition(client, (METADATA_TOPIC, mp)), members)
+        caches = fold_metadata(read_partition(client, (METADATA_TOPIC, mp)), members)
         for tip, cache in caches.items():
             out[members[tip]] = [
                 ColdSegment(

@@ -59,18 +59,22 @@ def _catalog(opts: SourceOptions) -> Catalog:
 
 
 class SlicePartition(InputPartition):  # type: ignore[misc]
-    def __init__(self, s: Slice) -> None:
+    """`offline`: planned from the bucket alone, so no broker to fall back on."""
+
+    def __init__(self, s: Slice, offline: bool = False) -> None:
         super().__init__(s)
         self.slice = s
+        self.offline = offline
 
 
-def _context(opts: SourceOptions) -> ReadContext:
-    return ReadContext(opts.include_headers, opts.fail_on_data_loss, opts.bootstrap)
+def _context(opts: SourceOptions, offline: bool) -> ReadContext:
+    bootstrap = None if offline else opts.bootstrap
+    return ReadContext(opts.include_headers, opts.fail_on_data_loss, bootstrap)
 
 
 def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     assert isinstance(partition, SlicePartition)
-    yield from read_slice(partition.slice, _context(opts))
+    yield from read_slice(partition.slice, _context(opts, partition.offline))
 
 
 class TierlogBatchReader(DataSourceReader):  # type: ignore[misc]
@@ -82,7 +86,7 @@ class TierlogBatchReader(DataSourceReader):  # type: ignore[misc]
             views = c.views()
             starts = c.resolve(self.opts.starting, views, "starting")
             ends = c.resolve(self.opts.ending, views, "ending")
-            return [SlicePartition(s) for s in c.plan(views, starts, ends)]
+            return [SlicePartition(s, c.offline) for s in c.plan(views, starts, ends)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)
@@ -149,7 +153,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                     raise OptionError(f"partitions {missing} disappeared (topic deleted?)")
                 starts = {tp: o for tp, o in starts.items() if tp in known}
                 ends = {tp: o for tp, o in ends.items() if tp in known}
-            return [SlicePartition(s) for s in c.plan(known, starts, ends)]
+            return [SlicePartition(s, c.offline) for s in c.plan(known, starts, ends)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)
