@@ -299,10 +299,10 @@ BROKER_KEYS.add(
     K(
         "remote.log.storage.manager.class.name",
         STR,
-        "directory",
-        "RemoteStorageManager: an alias (directory, objectstore) or module:Class. tierlog "
-        "default directory, rooted at <first log dir>-remote unless rsm.config.dir is set "
-        "(Kafka: no default).",
+        "objectstore",
+        "RemoteStorageManager: an alias (objectstore, directory) or module:Class. tierlog "
+        "default objectstore over file://<first log dir>-remote unless rsm.config.storage.url "
+        "is set (directory: rsm.config.dir, same default root). Kafka: no default.",
         non_empty,
     ),
     K("remote.log.storage.manager.class.path", STR, None, "Unused (Java class path)."),

@@ -6,9 +6,10 @@ The broker never imports a concrete plugin. ``remote.log.storage.manager.class.n
 topic-based RLMM is bound to ``__remote_log_metadata`` in the broker's own log engine.
 
 tierlog deviates from Kafka on one default, on purpose: ``remote.log.storage.system.enable``
-is true and the storage plugin defaults to ``directory`` rooted at ``<first log dir>-remote``
-(``rsm.config.dir`` overrides it), so a broker started with no configuration tiers any topic
-created with ``remote.storage.enable=true``. Topics still opt in, as in Kafka.
+is true and the storage plugin defaults to ``objectstore`` over ``file://<first log
+dir>-remote`` (``rsm.config.storage.url`` overrides it; the ``directory`` plugin gets the same
+root as ``rsm.config.dir``), so a broker started with no configuration tiers any topic created
+with ``remote.storage.enable=true``. Topics still opt in, as in Kafka.
 
 What the broker reports (each call is cheap on the loop unless said otherwise):
 

@@ -36,6 +36,8 @@ RECORD_PAD = b"." * 64
 
 #: Broker settings of every tiered test broker.
 TIERED_OVERRIDES: dict[str, str] = {
+    # the directory plugin at its embedded default root (<data dir>-remote), for its event log
+    "remote.log.storage.manager.class.name": "directory",
     "remote.log.manager.task.interval.ms": "500",
     "log.retention.check.interval.ms": "500",
     "log.segment.delete.delay.ms": "0",

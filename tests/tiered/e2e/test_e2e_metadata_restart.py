@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from e2e_helpers import N, TieredBroker, consume_confluent, recipe, value_of
 from wire_topic_io import WireMetadataTopicIO
 
 from helpers.broker import BrokerProcess, BrokerStartError
@@ -213,3 +214,32 @@ def test_broker_exits_when_the_metadata_topic_cannot_be_created_in_time(
     message = str(err.value)
     assert "could not create or read __remote_log_metadata within 1000 ms" in message
     assert b.proc is not None and b.proc.returncode == 1
+
+
+def test_a_broker_with_default_settings_tiers_into_the_object_store_next_to_its_data(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory(
+        {
+            "remote.log.manager.task.interval.ms": "500",
+            "log.retention.check.interval.ms": "500",
+        }
+    )
+    tb = TieredBroker(b)
+    try:
+        tb.create_topic("defaults", 1, recipe())
+        tb.produce("defaults", range(2 * N + 1))
+        wait_until(
+            lambda: (
+                tb.list_offsets("defaults", 0, -5)[1] == 2 * N - 1
+                and tb.list_offsets("defaults", 0, -4)[1] == 2 * N
+            ),
+            30,
+            what="tiered with the default plugin",
+        )
+        assert len(list(tb.remote_root.rglob("*.rsm-manifest"))) == 2
+        assert consume_confluent(b.bootstrap, "defaults", 2 * N + 1) == [
+            (i, value_of(i)) for i in range(2 * N + 1)
+        ]
+    finally:
+        tb.close()
