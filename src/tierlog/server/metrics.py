@@ -52,6 +52,67 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "tierlog_log_start_offset", "gauge", "topic, partition", "Log start offset (both tiers)."
     ),
     MetricDoc("tierlog_log_end_offset", "gauge", "topic, partition", "Log end offset."),
+    # tiered storage (tierlog.tiered.manager.metrics); requests count RSM calls
+    MetricDoc(
+        "tierlog_remote_copy_requests_total", "counter", "topic, partition", "Segment copies."
+    ),
+    MetricDoc("tierlog_remote_copy_bytes_total", "counter", "topic, partition", "Bytes copied."),
+    MetricDoc("tierlog_remote_copy_errors_total", "counter", "topic, partition", "Failed copies."),
+    MetricDoc(
+        "tierlog_remote_fetch_requests_total", "counter", "topic, partition", "Remote reads."
+    ),
+    MetricDoc(
+        "tierlog_remote_fetch_bytes_total", "counter", "topic, partition", "Bytes read remotely."
+    ),
+    MetricDoc(
+        "tierlog_remote_fetch_errors_total", "counter", "topic, partition", "Failed remote reads."
+    ),
+    MetricDoc(
+        "tierlog_remote_delete_requests_total", "counter", "topic, partition", "Segment deletes."
+    ),
+    MetricDoc(
+        "tierlog_remote_delete_errors_total", "counter", "topic, partition", "Failed deletes."
+    ),
+    MetricDoc(
+        "tierlog_remote_copy_lag_bytes",
+        "gauge",
+        "topic, partition",
+        "Sealed local bytes not yet copied.",
+    ),
+    MetricDoc(
+        "tierlog_remote_copy_lag_segments",
+        "gauge",
+        "topic, partition",
+        "Sealed local segments not yet copied.",
+    ),
+    MetricDoc(
+        "tierlog_remote_log_size_bytes", "gauge", "topic, partition", "Bytes of remote segments."
+    ),
+    MetricDoc(
+        "tierlog_remote_log_metadata_count", "gauge", "topic, partition", "Remote segments listed."
+    ),
+    MetricDoc(
+        "tierlog_remote_copy_throttle_time_ms",
+        "summary",
+        "",
+        "Time copy tasks waited on remote.log.manager.copy.max.bytes.per.second.",
+    ),
+    MetricDoc(
+        "tierlog_remote_fetch_throttle_time_ms",
+        "summary",
+        "",
+        "Throttle time of remote reads shed by remote.log.manager.fetch.max.bytes.per.second.",
+    ),
+    MetricDoc("tierlog_remote_index_cache_hits_total", "counter", "", "Remote index cache hits."),
+    MetricDoc(
+        "tierlog_remote_index_cache_misses_total", "counter", "", "Remote index cache misses."
+    ),
+    MetricDoc(
+        "tierlog_remote_index_cache_evictions_total", "counter", "", "Remote index evictions."
+    ),
+    MetricDoc(
+        "tierlog_remote_index_cache_size_bytes", "gauge", "", "Bytes of cached remote indexes."
+    ),
 )
 
 _LATENCY_BUCKETS = (

@@ -218,6 +218,21 @@ class Tiering:
         ]
         if leaders:
             self.rlm.on_leadership_change(leaders)
+        m = self.rlm.metrics
+        for lg in leaders:
+            # every series exists from the start at 0, so dashboards and rate() see the first
+            # error instead of a series appearing out of nothing
+            for counter in (
+                m.copy_requests,
+                m.copy_bytes,
+                m.copy_errors,
+                m.fetch_requests,
+                m.fetch_bytes,
+                m.fetch_errors,
+                m.delete_requests,
+                m.delete_errors,
+            ):
+                counter.labels(lg.tp.topic, str(lg.tp.partition))
 
     async def before_topic_delete(self, topic: str) -> None:
         """Delete the topic's remote data (DELETE_STARTED .. partition delete records) while

@@ -238,17 +238,26 @@ class TieredBroker:
         write_faults(self.remote_root, **faults)
 
     # ---- metrics ------------------------------------------------------------------------
+    def _scrape(self) -> str:
+        with urllib.request.urlopen(self.broker.metrics_url + "/metrics", timeout=10) as r:
+            return str(r.read().decode())
+
     def metric(self, name: str, **labels: str | int) -> float:
         """Sum of the samples called ``name`` whose labels include ``labels``."""
-        with urllib.request.urlopen(self.broker.metrics_url + "/metrics", timeout=10) as r:
-            text = r.read().decode()
         want = {k: str(v) for k, v in labels.items()}
         total = 0.0
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(self._scrape()):
             for s in family.samples:
                 if s.name == name and all(s.labels.get(k) == v for k, v in want.items()):
                     total += float(s.value)
         return total
+
+    def sample_names(self) -> set[str]:
+        return {
+            s.name
+            for family in text_string_to_metric_families(self._scrape())
+            for s in family.samples
+        }
 
     def close(self) -> None:
         if self._producer is not None:

@@ -20,6 +20,7 @@ from kafka import TopicPartition as KpTopicPartition
 
 from helpers.poll import wait_until
 from tierlog.cli import WireClient
+from tierlog.server.metrics import METRIC_DOCS
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
@@ -181,3 +182,13 @@ def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: Tiere
         # one remote read never spans two remote segments
         assert rows == [(i, value_of(i)) for i in range(N)], p
     assert {e.partition for e in tiered.events(topic, "FETCH")} == set(range(parts))
+
+
+def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> None:
+    # the earlier tests of this module copied, fetched and read indexes on this broker
+    names = tiered.sample_names()
+    for doc in METRIC_DOCS:
+        if not doc.name.startswith("tierlog_remote_"):
+            continue
+        exported = doc.name + "_count" if doc.kind == "summary" else doc.name
+        assert exported in names, doc.name
