@@ -193,7 +193,14 @@ def test_cli_topics_round_trip(module_broker: BrokerProcess) -> None:
     _produce_with_timestamps(module_broker, "cli-t", [int(time.time() * 1000)] * 2)
     d = json.loads(cli("describe", "--topic", "cli-t", "--json"))
     assert [p["partition"] for p in d["partitions"]] == [0, 1]
-    assert d["partitions"][0] == {"partition": 0, "log_start_offset": 0, "high_watermark": 2}
+    p0 = d["partitions"][0]
+    assert {k: p0[k] for k in ("partition", "log_start_offset", "high_watermark")} == {
+        "partition": 0,
+        "log_start_offset": 0,
+        "high_watermark": 2,
+    }
+    # Not tiered: nothing uploaded, and the local start is the log start (ListOffsets -4/-5).
+    assert (p0["local_log_start_offset"], p0["latest_tiered_offset"]) == (0, -1)
     assert d["configs"]["retention.ms"] == "60000"
     assert d["config_sources"]["retention.ms"] == "DYNAMIC_TOPIC_CONFIG"
     cli(
