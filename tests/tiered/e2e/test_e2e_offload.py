@@ -20,6 +20,7 @@ from kafka import TopicPartition as KpTopicPartition
 
 from helpers.poll import wait_until
 from tierlog.cli import WireClient
+from tierlog.protocol.errors import ErrorCode
 from tierlog.server.metrics import METRIC_DOCS
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
@@ -185,10 +186,62 @@ def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: Tiere
 
 
 def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> None:
-    # the earlier tests of this module copied, fetched and read indexes on this broker
+    topic = "documented-metrics"
+    tiered.create_topic(topic, 1, recipe())
+    tiered.produce(topic, range(N + 1))
+    _wait_fully_tiered(tiered, topic, N)
     names = tiered.sample_names()
     for doc in METRIC_DOCS:
         if not doc.name.startswith("tierlog_remote_"):
             continue
         exported = doc.name + "_count" if doc.kind == "summary" else doc.name
         assert exported in names, doc.name
+
+
+def _follower_fetch(tb: TieredBroker, topic: str, offset: int) -> tuple[int, int, bytes]:
+    with WireClient(tb.bootstrap) as c:
+        r = c.call(
+            1,
+            12,
+            replica_id=1,
+            max_wait=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+    p = r.responses[0].partitions[0]
+    return int(p.error_code), int(p.high_watermark), bytes(p.records or b"")
+
+
+def test_follower_fetch_below_the_local_log_start_is_told_offset_moved_to_tiered_storage(
+    tiered: TieredBroker,
+) -> None:
+    topic = "follower-fetch"
+    tiered.create_topic(topic, 1, recipe())
+    tiered.produce(topic, range(2 * N + 1))
+    _wait_fully_tiered(tiered, topic, 2 * N)
+    fetches = len(tiered.events(topic, "FETCH"))
+    code, hw, records = _follower_fetch(tiered, topic, 0)
+    assert (code, hw, records) == (int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE), 2 * N + 1, b"")
+    assert len(tiered.events(topic, "FETCH")) == fetches  # a follower never reads remote data
+    code, _, records = _follower_fetch(tiered, topic, 2 * N)
+    assert code == 0 and offsets_and_values(records) == [(2 * N, value_of(2 * N))]
