@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from real_clients import Driver, GroupMember, committed_offsets, create_topic, values
+from real_clients import (
+    ConfluentDriver,
+    Driver,
+    GroupMember,
+    committed_offsets,
+    create_topic,
+    values,
+)
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
@@ -94,3 +101,27 @@ def test_group_commits_and_resumes_after_restart(
         30,
         what="second commits",
     )
+
+
+def test_committed_offsets_survive_kill_9(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """A commit is acknowledged only once it is in ``__consumer_offsets``: a crash right
+    after it (no flush, no clean shutdown) must not lose it."""
+    # one-partition internal topics: the post-kill recovery then has 2 logs, not ~100
+    b = broker_factory(
+        {
+            "offsets.topic.num.partitions": "1",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        }
+    )
+    driver = ConfluentDriver()
+    topic, group = "grp-kill", "g-kill"
+    create_topic(b.bootstrap, topic, partitions=PARTITIONS)
+    first, _ = _run_phase(b, driver, topic, group, "before")
+
+    b.kill()
+    b.start()
+    assert committed_offsets(b.bootstrap, group, topic, PARTITIONS) == [PER_PARTITION] * 2
+    second, members = _run_phase(b, driver, topic, group, "after")
+    seen = {v for m in members for _, _, v in m.seen()}
+    assert seen == set(second)
+    assert not seen & set(first)
