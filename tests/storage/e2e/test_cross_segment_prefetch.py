@@ -23,7 +23,12 @@ from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
-from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from tierlog.tiered.api import (
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+)
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManager, RemoteLogManagerConfig
 from tierlog.tiered.manager.reader import WARM_WINDOW_BYTES
 from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
@@ -63,6 +68,13 @@ class WarmStack:
     def first_chunk_cached(self, md: RemoteLogSegmentMetadata) -> bool:
         seg = self.rsm.open_segment(md)
         return (seg.cache_id, 0) in self.rsm.chunk_cache
+
+    def indexes_cached(self, md: RemoteLogSegmentMetadata) -> bool:
+        seg = self.rsm.open_segment(md)
+        return all(
+            (seg.cache_id, t.value) in self.rsm.index_cache
+            for t in (IndexType.OFFSET, IndexType.TIMESTAMP)
+        )
 
     def manifest_cached(self, md: RemoteLogSegmentMetadata) -> bool:
         return self.rsm.keys_for(md).manifest in self.rsm.manifest_cache
@@ -144,7 +156,10 @@ def test_reading_the_end_of_a_segment_warms_the_first_chunks_of_the_next(
     records = st.read(0, 1 * MiB)
     assert offsets_of(records) == list(range(segs[0].start_offset, segs[0].end_offset + 1))
     poll(lambda: st.first_chunk_cached(segs[1]), "segment 1 warmed by the read of segment 0")
+    # the reader entering segment 1 looks its position up in the indexes: warmed too
+    poll(lambda: st.indexes_cached(segs[1]), "segment 1's offset and time indexes warmed")
     assert not st.first_chunk_cached(segs[2])  # only the next segment, not all of them
+    assert not st.indexes_cached(segs[2])
     assert st.rsm.chunk_cache.stats.prefetch_loads >= 1
 
     hits = st.rsm.chunk_cache.stats.prefetch_hits

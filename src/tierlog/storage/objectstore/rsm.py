@@ -281,18 +281,33 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
         self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
     ) -> int:
         """Prefetch a segment's chunks into the chunk cache in the background, e.g. the next
-        segment while a consumer reads the current one. Returns the chunks scheduled."""
+        segment while a consumer reads the current one. Returns the chunks scheduled.
+
+        ``warm(md)`` (the default window from position 0, what a reader about to enter the
+        segment needs) also prefetches the offset and time indexes: that reader looks its start
+        position up there first, one object-store round trip each. An explicit range warms
+        only the chunks of that range.
+        """
         if not self._caching_chunks:
             return 0
         seg = self.open_segment(metadata)
         if start_position >= seg.size:
             return 0
+        if start_position == 0 and length is None:
+            for index_type in (IndexType.OFFSET, IndexType.TIMESTAMP):
+                self._fetch_pool.submit(self._warm_index, metadata, index_type)
         budget = self.config.fetch_chunk_cache_prefetch_max_size if length is None else length
         end = min(seg.size - 1, start_position + max(budget, 1) - 1)
         chunks = seg.manifest.chunk_index.chunks_for_range(start_position, end)
         for chunk_id in chunks:
             self._fetch_pool.submit(self._chunk_ahead, seg, chunk_id)
         return len(chunks)
+
+    def _warm_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> None:
+        try:
+            self.fetch_index(metadata, index_type).close()
+        except Exception as e:  # best effort: the reader fetches it (and reports errors) itself
+            log.debug("warming the %s index of %s failed: %r", index_type.name, metadata, e)
 
     def open_segment(self, metadata: RemoteLogSegmentMetadata) -> OpenSegment:
         """The segment's parsed manifest (cached); also used by the Spark read path."""

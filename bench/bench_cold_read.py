@@ -1,0 +1,552 @@
+"""Cold consumer read through the broker: kcat reads a topic whose data is only in the
+object store (moto S3 behind ``latency_proxy.py`` adding ~50 ms per request) and, in the
+same run, the same topic while its data is still local.
+
+Measured (issue 5 benchmarks (b)-(d)):
+
+* (b) kcat MiB/s, cold (remote-only data, object-store plugin with the disk chunk cache and
+  16 MiB prefetch) against hot (the same bytes, local segments). Target: cold >= 0.8x hot.
+  ``--baseline`` adds a cold read with no chunk cache and no prefetch (Aiven users report
+  about 20 Mbit/s in that setting);
+* (c) object-store GETs per GiB read, from the proxy's request log, split into chunk GETs of
+  ``.log`` objects, ``.indexes`` GETs and manifest GETs. Target: chunk GETs <= 1.05 x
+  GiB / chunk.size;
+* (d) broker RSS (VmRSS sampled every 20 ms) before and during the cold read; the disk cache
+  lives on disk, so the growth must stay within the memory caches (manifests, indexes) plus
+  the chunks in flight, whatever the volume read.
+
+How: two topics get the same volume of 1 KiB messages in 64 MiB segments: ``hot`` stays
+local, ``cold`` has ``remote.storage.enable=true`` and ``local.retention.bytes=1``, so once
+uploaded only its active segment stays local. Each round (``--rounds``, default 3) restarts
+the broker (the chunk caches start empty), then kcat reads ``cold``, the same client GETs
+every chunk of the cold ``.log`` objects directly with as many parallel ranged GETs as the
+prefetch allows ("raw": what the store behind the proxy can deliver to such a reader at
+that moment), and kcat reads ``hot``. The machine is shared, so the ratios are per round
+and the medians are reported.
+
+Run: ``.venv/bin/python bench/bench_cold_read.py [--mib 512] [--baseline]``;
+``TIERLOG_BENCH_COLD_MIB=64`` scales the volume down for a quick run (``--mib`` wins).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import boto3
+import confluent_kafka as ck
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from latency_proxy import LatencyProxy
+from tierlog.cli import WireClient
+from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.config import ObjectStoreConfig
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+MESSAGE = 1024
+HOT, COLD = "hot", "cold"
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.1)
+
+
+# ---- processes ---------------------------------------------------------------------------------
+class Moto:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "moto_server"),
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        poll(self._up, 30, "moto_server")
+
+    def _up(self) -> bool:
+        try:
+            urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class Broker:
+    """``tierlog serve`` with the object-store plugin; ready once it prints its ready line."""
+
+    def __init__(self, root: Path, overrides: Mapping[str, str]) -> None:
+        self.root = root
+        self.overrides = dict(overrides)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.bootstrap = ""
+        self.metrics_url = ""
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        out = self.root / f"broker{self.starts}.stdout"
+        err = self.root / f"broker{self.starts}.stderr"
+        cmd = [sys.executable, "-m", "tierlog", "serve"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        with open(out, "wb") as o, open(err, "wb") as e:
+            self.proc = subprocess.Popen(cmd, stdout=o, stderr=e, cwd=self.root)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for line in out.read_text(errors="replace").splitlines():
+                if line.startswith("tierlog ready:"):
+                    fields = dict(f.split("=", 1) for f in line.split()[2:] if "=" in f)
+                    self.bootstrap, self.metrics_url = fields["bootstrap"], fields["metrics"]
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError("broker exited:\n" + err.read_text()[-3000:])
+            time.sleep(0.05)
+        raise RuntimeError("broker not ready:\n" + err.read_text()[-3000:])
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def rss(self) -> int:
+        with open(f"/proc/{self.pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class RssSampler:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(self.broker.rss())
+            self._stop.wait(0.02)
+
+
+# ---- the wire ----------------------------------------------------------------------------------
+def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> int:
+    with WireClient(bootstrap) as c:
+        r = c.call(
+            2,
+            9,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": partition,
+                            "current_leader_epoch": -1,
+                            "timestamp": timestamp,
+                        }
+                    ],
+                }
+            ],
+        )
+    p = r.topics[0].partitions[0]
+    if p.error_code != 0:
+        raise RuntimeError(f"ListOffsets {timestamp}: error {p.error_code}")
+    return int(p.offset)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str]) -> None:
+    with WireClient(bootstrap) as c:
+        r = c.call(
+            19,
+            5,
+            topics=[
+                {
+                    "name": topic,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+            timeout=30_000,
+            validate_only=False,
+        )
+    if r.topics[0].error_code != 0:
+        raise RuntimeError(f"create topic: {r.topics[0].error_message}")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> int:
+    """1 KiB messages round-robin over partitions; returns how many were sent."""
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 20,
+            "batch.size": 1024 * 1024,
+            "compression.type": "none",
+            "queue.buffering.max.kbytes": 256 * 1024,
+        }
+    )
+    pool = os.urandom(MESSAGE * 64)
+    count = total_bytes // MESSAGE
+    for i in range(count):
+        start = (i * 997) % (len(pool) - MESSAGE)
+        while True:
+            try:
+                producer.produce(topic, pool[start : start + MESSAGE], partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 1024 == 0:
+            producer.poll(0)
+    if producer.flush(300) != 0:
+        raise RuntimeError("produce did not complete")
+    return count
+
+
+def kcat_read(bootstrap: str, topic: str) -> tuple[float, int]:
+    """Seconds for kcat to read the whole topic from the beginning; messages it printed."""
+    started = time.perf_counter()
+    out = subprocess.run(
+        [
+            "kcat",
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            *("-o", "beginning", "-e", "-q", "-f", "%o\\n"),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=3600,
+    ).stdout
+    return time.perf_counter() - started, out.count(b"\n")
+
+
+# ---- the run -----------------------------------------------------------------------------------
+def sealed_segments(log_dir: Path, partition: int) -> tuple[int, int]:
+    """(base offset of the active segment, bytes in the sealed ones) of the cold topic."""
+    files = sorted((log_dir / f"{COLD}-{partition}").glob("*.log"), key=lambda f: f.name)
+    return int(files[-1].name.split(".")[0]), sum(f.stat().st_size for f in files[:-1])
+
+
+@dataclass
+class ColdRead:
+    seconds: float
+    messages: int
+    rss_before: int
+    rss_peak: int
+    cpu_s: float
+    gets: dict[str, int]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cold_read(broker: Broker, proxy: LatencyProxy, profile: Path | None = None) -> ColdRead:
+    proxy.reset_counts()
+    before = broker.rss()
+    cpu_before = cpu_seconds(broker.pid)
+    spy = None
+    if profile is not None:  # py-spy on the broker for the duration of the read
+        spy = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "--pid",
+                str(broker.pid),
+                "--threads",
+                "--idle",
+                "--format",
+                "raw",
+                "--output",
+                str(profile),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # py-spy attaches asynchronously (a benchmark, not a test)
+    with RssSampler(broker) as sampler:
+        seconds, messages = kcat_read(broker.bootstrap, COLD)
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+    with proxy._lock:
+        entries = list(proxy.log.entries)
+    gets = {"log": 0, "indexes": 0, "manifest": 0}
+    suffixes = {"log": ".log", "indexes": ".indexes", "manifest": ".rsm-manifest"}
+    for method, path, _range in entries:
+        for kind, suffix in suffixes.items():
+            if method == "GET" and path.split("?", 1)[0].endswith(suffix):
+                gets[kind] += 1
+    peak = max(sampler.samples, default=before)
+    return ColdRead(seconds, messages, before, peak, cpu, gets)
+
+
+def raw_parallel_get(
+    backend: ObjectBackend, objects: list[tuple[str, int]], chunk: int, concurrency: int
+) -> float:
+    """Seconds to GET every chunk of ``objects`` with ranged GETs, ``concurrency`` at a time,
+    in key order: what the store can deliver to a reader with that much read-ahead."""
+    ranges = [
+        (key, start, min(start + chunk, size))
+        for key, size in objects
+        for start in range(0, size, chunk)
+    ]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for _ in pool.map(lambda r: backend.get_range(r[0], r[1], r[2], "log"), ranges):
+            pass
+    return time.perf_counter() - started
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    default_mib = int(os.environ.get("TIERLOG_BENCH_COLD_MIB", "512"))
+    parser.add_argument("--mib", type=int, default=default_mib, help="volume per topic")
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--segment-mib", type=int, default=64)
+    parser.add_argument("--chunk-mib", type=int, default=4)
+    parser.add_argument("--prefetch-mib", type=int, default=16)
+    parser.add_argument("--cache-mib", type=int, default=256, help="disk chunk cache size")
+    parser.add_argument("--baseline", action="store_true", help="also read with no cache/prefetch")
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
+    args = parser.parse_args(argv)
+
+    root = Path(tempfile.mkdtemp(prefix="tierlog-cold-", dir=args.dir))
+    moto = Moto()
+    proxy = LatencyProxy("127.0.0.1", moto.port, latency_s=args.latency_ms / 1000)
+    proxy.start()
+    bucket = f"cold-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto.endpoint,
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+        region_name="us-east-1",
+    )
+    s3.create_bucket(Bucket=bucket)
+    log_dir = root / "data"
+    rsm = {
+        "storage.url": f"s3://{bucket}/tiered",
+        "storage.s3.endpoint.url": f"http://127.0.0.1:{proxy.port}",
+        "storage.s3.region": "us-east-1",
+        "storage.s3.path.style.access.enabled": "true",
+        "storage.aws.access.key.id": "bench",
+        "storage.aws.secret.access.key": "bench",
+        "chunk.size": str(args.chunk_mib * MiB),
+        "fetch.chunk.cache.class": "disk",
+        "fetch.chunk.cache.path": str(root / "chunk-cache"),
+        "fetch.chunk.cache.size": str(args.cache_mib * MiB),
+        "fetch.chunk.cache.prefetch.max.size": str(args.prefetch_mib * MiB),
+    }
+    overrides = {
+        "log.dirs": str(log_dir),
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "metrics.listener": "http://127.0.0.1:0",
+        "auto.create.topics.enable": "false",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+        "log.segment.delete.delay.ms": "0",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.storage.manager.class.name": "objectstore",
+        **{f"rsm.config.{k}": v for k, v in rsm.items()},
+    }
+    backend = ObjectBackend.from_config(ObjectStoreConfig.from_props(rsm))
+    broker = Broker(root, overrides)
+    colds: list[ColdRead] = []
+    hots: list[tuple[float, int]] = []
+    raws: list[float] = []
+    base: ColdRead | None = None
+    segment = str(args.segment_mib * MiB)
+    try:
+        broker.start()
+        create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
+        create_topic(
+            broker.bootstrap,
+            COLD,
+            args.partitions,
+            {
+                "remote.storage.enable": "true",
+                "segment.bytes": segment,
+                "local.retention.bytes": "1",
+            },
+        )
+        t0 = time.perf_counter()
+        sent = produce(broker.bootstrap, COLD, args.partitions, args.mib * MiB)
+        produce_s = time.perf_counter() - t0
+        produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB)
+        sealed = [sealed_segments(log_dir, p) for p in range(args.partitions)]
+        t0 = time.perf_counter()
+        for p, (active, _size) in enumerate(sealed):
+            poll(
+                partial(
+                    lambda p, active: (
+                        list_offset(broker.bootstrap, COLD, p, EARLIEST_LOCAL) == active
+                    ),
+                    p,
+                    active,
+                ),
+                1800,
+                f"{COLD}-{p} uploaded and deleted locally",
+            )
+        upload_wait_s = time.perf_counter() - t0
+        remote_bytes = sum(size for _, size in sealed)
+        objects = remote_logs(s3, bucket)
+        assert sum(size for _, size in objects) == remote_bytes, (objects, remote_bytes)
+        total = sent * MESSAGE
+        for r in range(args.rounds):
+            if r > 0:  # a restart empties the chunk caches (the disk cache is wiped on start)
+                broker.stop()
+                broker.start()
+            colds.append(cold_read(broker, proxy, args.profile if r == 0 else None))
+            raws.append(
+                raw_parallel_get(
+                    backend,
+                    objects,
+                    args.chunk_mib * MiB,
+                    max(1, args.prefetch_mib // args.chunk_mib),
+                )
+            )
+            hots.append(kcat_read(broker.bootstrap, HOT))
+        if args.baseline:
+            broker.stop()
+            broker.overrides["rsm.config.fetch.chunk.cache.class"] = "none"
+            broker.overrides["rsm.config.fetch.chunk.cache.prefetch.max.size"] = "0"
+            broker.start()
+            base = cold_read(broker, proxy)
+    finally:
+        broker.stop()
+        proxy.stop()
+        moto.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    def rate(seconds: float) -> str:
+        return f"{total / MiB / seconds:7.1f} MiB/s ({total * 8 / 1e6 / seconds:5.0f} Mbit/s)"
+
+    remote_gib = remote_bytes / GiB
+    chunk_target = 1.05 * remote_bytes / (args.chunk_mib * MiB)
+    print(
+        f"{total / MiB:.0f} MiB of 1 KiB messages per topic, {args.partitions} partition(s); "
+        f"{remote_bytes / MiB:.0f} MiB remote in {args.segment_mib} MiB segments; chunk "
+        f"{args.chunk_mib} MiB, prefetch {args.prefetch_mib} MiB, disk cache {args.cache_mib} MiB; "
+        f"proxy +{args.latency_ms:.0f} ms/request; produce {total / MiB / produce_s:.0f} MiB/s, "
+        f"last upload {upload_wait_s:.1f} s after produce"
+    )
+    for r, (cold, (hot_s, hot_n), raw_s) in enumerate(zip(colds, hots, raws, strict=True)):
+        bad = (
+            ""
+            if cold.messages == sent and hot_n == sent
+            else f" (!! {cold.messages}/{hot_n} of {sent})"
+        )
+        print(
+            f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot_s)}, raw GETs "
+            f"{remote_bytes / MiB / raw_s:.1f} MiB/s; cold/hot {hot_s / cold.seconds:.2f}x, "
+            f"cold/raw {raw_s / cold.seconds * remote_bytes / total:.2f}x{bad}"
+        )
+    ratio = median([h / c.seconds for c, (h, _n) in zip(colds, hots, strict=True)])
+    print(f"(b) cold/hot median {ratio:.2f}x (target >= 0.8x)")
+    remote_share = remote_bytes / total
+    vs_raw = median([r / c.seconds * remote_share for c, r in zip(colds, raws, strict=True)])
+    parallel = max(1, args.prefetch_mib // args.chunk_mib)
+    print(f"(b) cold/raw median {vs_raw:.2f}x (raw: {parallel} parallel ranged GETs, same chunks)")
+    for name, cr in [(f"round {i + 1}", c) for i, c in enumerate(colds)] + [("baseline", base)]:
+        if cr is None:
+            continue
+        if name == "baseline":
+            print(f"    cold, no cache, no prefetch: {rate(cr.seconds)}")
+        gets = {k: v / remote_gib for k, v in cr.gets.items()}
+        print(
+            f"(c) {name}: GETs per GiB remote: {gets['log']:.0f} chunk ({cr.gets['log']} "
+            f"for {chunk_target / 1.05:.0f} chunks, target <= {chunk_target:.0f}), "
+            f"{gets['indexes']:.1f} index, {gets['manifest']:.1f} manifest"
+        )
+        print(
+            f"(d) {name}: broker RSS {cr.rss_before / MiB:.0f} MiB before, peak "
+            f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
+            f"{cr.cpu_s / (total / GiB):.2f} s per GiB read"
+        )
+    return 0
+
+
+def remote_logs(s3: Any, bucket: str) -> list[tuple[str, int]]:
+    """(key, size) of every ``.log`` object, in key order."""
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tiered/"):
+        for o in page.get("Contents", []):
+            if o["Key"].endswith(".log"):
+                out.append((o["Key"], int(o["Size"])))
+    return sorted(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
