@@ -34,6 +34,13 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
+#: Broker overrides that keep start-up cheap (internal topics with one partition each).
+FAST_START: dict[str, str] = {
+    "offsets.topic.num.partitions": "1",
+    "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+}
+
+
 def scale(short: T, soak: T) -> T:
     return soak if SOAK else short
 
@@ -297,3 +304,66 @@ class GoodClient:
     def close(self) -> None:
         self._p.flush(5)
         self._c.close()
+
+
+# ---- raw Produce / Fetch (exact error codes, no client retries) ------------------------------
+def wire_produce(
+    c: WireClient, topic: str, values: list[bytes], partition: int = 0, acks: int = -1
+) -> tuple[int, int, str | None]:
+    """One Produce v9 request with one batch; returns (error code, base offset, message)."""
+    from tierlog.protocol.records import build_batch
+
+    batch = build_batch(values, timestamp=int(time.time() * 1000))
+    r = c.call(
+        0,
+        9,
+        transactional_id=None,
+        acks=acks,
+        timeout=30_000,
+        topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    )
+    p = r.responses[0].partition_responses[0]
+    return int(p.error_code), int(p.base_offset), p.error_message
+
+
+def wire_fetch(
+    c: WireClient, topic: str, offset: int, partition: int = 0, max_bytes: int = 1 << 20
+) -> tuple[int, list[tuple[int, bytes | None]]]:
+    """One Fetch v12 of one partition; returns (error code, [(offset, value)])."""
+    from tierlog.protocol.records import iter_records, scan_batches
+
+    r = c.call(
+        1,
+        12,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "fetch_offset": offset,
+                        "partition_max_bytes": max_bytes,
+                        "current_leader_epoch": -1,
+                        "log_start_offset": -1,
+                        "last_fetched_epoch": -1,
+                    }
+                ],
+            }
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    p = r.responses[0].partitions[0]
+    records = bytes(p.records or b"")
+    out: list[tuple[int, bytes | None]] = []
+    for h in scan_batches(records):
+        for rec in iter_records(records[h.position : h.end]):
+            out.append((rec.offset, rec.value))
+    return int(p.error_code), out

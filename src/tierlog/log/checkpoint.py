@@ -52,11 +52,12 @@ def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) 
 
 def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
     try:
-        lines = text.splitlines()
+        # decoded inside the try: a torn or overwritten file may not even be UTF-8
+        lines = raw.decode().splitlines()
         if int(lines[0]) != _VERSION:
             raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
@@ -81,11 +82,12 @@ def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return []
     try:
-        lines = text.splitlines()
+        # decoded inside the try: a torn or overwritten file may not even be UTF-8
+        lines = raw.decode().splitlines()
         if int(lines[0]) != _VERSION:
             raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
