@@ -92,10 +92,17 @@ class _MappedIndex:
             self._fd = -1
 
     def reset(self) -> None:
-        """Drop every entry (before a rebuild)."""
+        """Drop every entry (before a rebuild).
+
+        Truncating to zero and growing back gives a sparse, all-zero file without touching
+        (and later flushing) every page of a preallocated index: zero-filling a 10 MiB
+        mmap made recovering an empty partition cost ~35 ms.
+        """
         self._entries = 0
         if self._mmap is not None:
-            self._mmap[:] = bytes(len(self._mmap))
+            size = len(self._mmap)
+            self._remap(0)
+            self._remap(size)
 
     @property
     def entries(self) -> int:
