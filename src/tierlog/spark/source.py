@@ -73,7 +73,8 @@ def _context(opts: SourceOptions, offline: bool) -> ReadContext:
 
 
 def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, SlicePartition)
+    if not isinstance(partition, SlicePartition):
+        return  # Spark's stand-in InputPartition(None) for an empty plan
     yield from read_slice(partition.slice, _context(opts, partition.offline))
 
 

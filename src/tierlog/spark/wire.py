@@ -19,7 +19,7 @@ from typing import Any
 
 from kio.schema.describe_configs.v4 import request as dc_req
 from kio.schema.fetch.v12 import request as fetch_req
-from kio.schema.list_offsets.v7 import request as lo_req
+from kio.schema.list_offsets.v9 import request as lo_req
 from kio.schema.metadata.v12 import request as md_req
 
 from tierlog.protocol.builder import mk
@@ -28,7 +28,7 @@ from tierlog.protocol.codec import decode_response, encode_request
 TP = tuple[str, int]
 _SIZE = struct.Struct(">i")
 FETCH, LIST_OFFSETS, METADATA, DESCRIBE_CONFIGS = 1, 2, 3, 32
-FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 7, 12, 4
+FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 9, 12, 4
 RESOURCE_BROKER = 4
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3

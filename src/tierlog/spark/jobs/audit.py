@@ -222,6 +222,7 @@ def run_audit(
 def _progress(total: int, what: str) -> tuple[Callable[[int], None], Callable[[], None]]:
     """(advance, close) of a progress bar on stderr: rich when installed, else counts."""
     try:
+        from rich.console import Console
         from rich.progress import Progress
     except ImportError:
         done = [0]
@@ -231,7 +232,7 @@ def _progress(total: int, what: str) -> tuple[Callable[[int], None], Callable[[]
             print(f"{what}: {done[0]}/{total}", file=sys.stderr)
 
         return step, lambda: None
-    progress = Progress(transient=False)
+    progress = Progress(console=Console(stderr=True), transient=False)
     task = progress.add_task(what, total=total)
     progress.start()
     return (lambda n: progress.advance(task, n)), progress.stop

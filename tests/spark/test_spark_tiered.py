@@ -1,0 +1,420 @@
+"""The `tierlog` source and the audit/usage jobs against a real tiering broker.
+
+One `tierlog serve` with the object-store plugin over a `file://` bucket, chunked,
+zstd-compressed and AES-encrypted. The private key is never disclosed by the broker: jobs
+pass it as `tierlog.rsm.config.*` / `--rsm-config`. A 4-partition topic gets records with
+keys, values, headers and explicit timestamps in every codec, small segments and
+`local.retention.bytes=1`, so about 90% of it ends up in the bucket only.
+
+The tests run in file order and share the broker: the last one stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from helpers.broker import BrokerProcess
+from helpers.poll import wait_until
+from tierlog.spark.jobs import audit_main, usage_main
+from tierlog.spark.wire import BrokerClient
+
+pytestmark = pytest.mark.spark
+
+TOPIC = "tiered"
+AUDITED = "audited"
+PARTS = 4
+N = 4000
+TAIL = 300  # produced after tiering settled: the hot tail, read through the broker
+T0 = int(time.time() * 1000) - 3_600_000  # recent: older records would meet time retention
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+
+
+@dataclass
+class Tiered:
+    broker: BrokerProcess
+    bucket: Path
+    secrets: dict[str, str]  # rsm.config keys the broker does not disclose
+
+    def options(self) -> dict[str, str]:
+        return {f"tierlog.rsm.config.{k}": v for k, v in self.secrets.items()}
+
+    def rsm_args(self) -> list[str]:
+        return [a for k, v in self.secrets.items() for a in ("--rsm-config", f"{k}={v}")]
+
+
+def _key_pair(root: Path) -> tuple[Path, Path]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private, public = root / "k1.pem", root / "k1.pub.pem"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return public, private
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
+    root = tmp_path_factory.mktemp("tiered-spark")
+    bucket = root / "bucket"
+    bucket.mkdir()
+    public, private = _key_pair(root)
+    b = BrokerProcess(
+        root / "broker",
+        {
+            "remote.log.storage.manager.class.name": "objectstore",
+            "rsm.config.storage.url": bucket.as_uri(),
+            "rsm.config.chunk.size": "16384",
+            "rsm.config.compression.enabled": "true",
+            "rsm.config.encryption.enabled": "true",
+            "rsm.config.encryption.key.pair.id": "k1",
+            "rsm.config.encryption.key.pairs": "k1",
+            "rsm.config.encryption.key.pairs.k1.public.key.file": str(public),
+            "rsm.config.encryption.key.pairs.k1.private.key.file": str(private),
+            "remote.log.manager.task.interval.ms": "300",
+            "log.retention.check.interval.ms": "300",
+            "log.segment.delete.delay.ms": "0",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        },
+    )
+    b.start()
+    secrets = {"encryption.key.pairs.k1.private.key.file": str(private)}
+    yield Tiered(b, bucket, secrets)
+    b.close()
+
+
+def create_tiered_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(
+        name,
+        PARTS,
+        1,
+        config={
+            "remote.storage.enable": "true",
+            "segment.bytes": "4096",
+            "local.retention.bytes": "1",
+        },
+    )
+    for f in admin.create_topics([topic]).values():
+        f.result(30)
+
+
+def produce(bootstrap: str, topic: str, n: int, first: int = 0) -> list[dict[str, Any]]:
+    """Records first <= i < first + n, in blocks of 40 that cycle through the codecs (so
+    every segment mixes them); returns them with the offsets the broker assigned."""
+    producers = [
+        Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "linger.ms": "5",
+                "batch.size": "4000",
+            }
+        )
+        for codec in CODECS
+    ]
+    out: list[dict[str, Any]] = []
+    for block in range(first, first + n, 40):
+        c = (block // 40) % len(CODECS)
+        p = producers[c]
+        for i in range(block, min(block + 40, first + n)):
+            rec: dict[str, Any] = {
+                "key": None if i % 10 == 0 else f"key-{i}".encode(),
+                "value": f"value-{i}-".encode() * (1 + i % 5),
+                "partition": i % PARTS,
+                "timestamp": T0 + i,
+                "headers": [("i", str(i).encode()), ("codec", CODECS[c].encode())]
+                if i % 3
+                else None,
+            }
+
+            def delivered(err: Any, msg: Any, rec: dict[str, Any] = rec) -> None:
+                assert err is None, err
+                rec["offset"] = msg.offset()
+
+            p.produce(
+                topic,
+                value=rec["value"],
+                key=rec["key"],
+                partition=rec["partition"],
+                timestamp=rec["timestamp"],
+                headers=rec["headers"],
+                on_delivery=delivered,
+            )
+            out.append(rec)
+        assert p.flush(30) == 0
+    return out
+
+
+def offsets(bootstrap: str, topic: str, spec: int) -> dict[int, int]:
+    with BrokerClient(bootstrap) as c:
+        found = c.list_offsets({(topic, p): spec for p in range(PARTS)})
+    return {tp[1]: off for tp, (off, _) in found.items()}
+
+
+def wait_mostly_remote(
+    bootstrap: str, topic: str, ends: dict[int, int], fraction: float = 0.85
+) -> dict[int, int]:
+    """Wait until `fraction` of every partition is in the bucket only; returns the first
+    local offset per partition (everything below it is remote)."""
+
+    def settled() -> dict[int, int] | None:
+        local, tiered = (
+            offsets(bootstrap, topic, EARLIEST_LOCAL),
+            offsets(bootstrap, topic, LATEST_TIERED),
+        )
+        ok = all(tiered[p] == local[p] - 1 and local[p] >= fraction * ends[p] for p in range(PARTS))
+        return local if ok else None
+
+    return wait_until(settled, 60, 0.2, what=f"{topic} mostly tiered")
+
+
+@pytest.fixture(scope="module")
+def history(tiered: Tiered) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    bootstrap = tiered.broker.bootstrap
+    create_tiered_topic(bootstrap, TOPIC)
+    recs = produce(bootstrap, TOPIC, N - TAIL)
+    ends = offsets(bootstrap, TOPIC, -1)
+    assert sum(ends.values()) == N - TAIL
+    remote_end = wait_mostly_remote(bootstrap, TOPIC, ends)
+    return recs + produce(bootstrap, TOPIC, TAIL, first=N - TAIL), remote_end
+
+
+def as_row(r: dict[str, Any]) -> tuple[Any, ...]:
+    ts = dt.datetime.fromtimestamp(r["timestamp"] / 1000, dt.UTC).replace(tzinfo=None)
+    headers = tuple(r["headers"]) if r["headers"] else None
+    return (r["partition"], r["offset"], r["key"], r["value"], ts, 0, headers)
+
+
+def collected(df: Any) -> list[tuple[Any, ...]]:
+    out = []
+    for r in df.collect():
+        headers = (
+            tuple((h["key"], bytes(h["value"])) for h in r["headers"]) if r["headers"] else None
+        )
+        key = bytes(r["key"]) if r["key"] is not None else None
+        out.append(
+            (
+                r["partition"],
+                r["offset"],
+                key,
+                bytes(r["value"]),
+                r["timestamp"],
+                r["timestampType"],
+                headers,
+            )
+        )
+    return sorted(out, key=lambda t: (t[0], t[1]))
+
+
+def remote_fetches(tiered: Tiered, topic: str) -> float:
+    """Remote reads the broker served for `topic` (its RemoteLogManager's counter)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(tiered.broker.metrics_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "tierlog_remote_fetch_requests_total" and s.labels.get("topic") == topic
+    )
+
+
+def test_broker_discloses_non_secret_remote_settings(tiered: Tiered) -> None:
+    with BrokerClient(tiered.broker.bootstrap) as c:
+        configs = c.broker_configs()
+    assert configs["rsm.config.storage.url"] == tiered.bucket.as_uri()
+    assert configs["rsm.config.chunk.size"] == "16384"
+    assert configs["rsm.config.encryption.enabled"] == "true"
+    assert configs["rsm.config.encryption.key.pairs.k1.public.key.file"]
+    assert "rsm.config.encryption.key.pairs.k1.private.key.file" in configs
+    assert configs["rsm.config.encryption.key.pairs.k1.private.key.file"] is None
+
+
+def test_batch_read_of_a_mostly_tiered_topic_equals_what_was_produced(
+    spark: Any, tiered: Tiered, history: tuple[list[dict[str, Any]], dict[int, int]]
+) -> None:
+    recs, local_start = history
+    assert sum(local_start.values()) >= 0.8 * N  # ~90% of the records are remote only
+    before = remote_fetches(tiered, TOPIC)
+    df = (
+        spark.read.format("tierlog")
+        .option("kafka.bootstrap.servers", tiered.broker.bootstrap)
+        .option("subscribe", TOPIC)
+        .option("includeHeaders", "true")
+        .options(**tiered.options())
+        .load()
+    )
+    got = collected(df)
+    assert len(got) == N
+    assert got == sorted((as_row(r) for r in recs), key=lambda t: (t[0], t[1]))
+    # one input partition per remote segment plus the local tails: the cold part was
+    # planned for the bucket, and the broker served no remote read for it
+    assert df.rdd.getNumPartitions() > 4 * PARTS
+    assert remote_fetches(tiered, TOPIC) == before
+
+
+def _segment_keys(bucket: Path, topic: str) -> list[Path]:
+    return sorted(p for p in bucket.rglob("*.log") if p.parent.parent.name.startswith(topic + "-"))
+
+
+def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Tiered) -> None:
+    bootstrap = tiered.broker.bootstrap
+    create_tiered_topic(bootstrap, AUDITED)
+    ends_list = produce(bootstrap, AUDITED, 1200)
+    ends = offsets(bootstrap, AUDITED, -1)
+    assert sum(ends.values()) == len(ends_list)
+    wait_mostly_remote(bootstrap, AUDITED, ends, fraction=0.5)
+
+    def audit(*extra: str) -> tuple[int, dict[str, Any]]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = audit_main(
+                ["--bootstrap-server", bootstrap, "--json", *tiered.rsm_args(), *extra]
+            )
+        return code, json.loads(out.getvalue())
+
+    code, clean = audit()
+    assert code == 0, clean["findings"]
+    assert clean["summary"] == {"orphan": 0, "missing": 0, "size_mismatch": 0, "bad_manifest": 0}
+
+    logs = _segment_keys(tiered.bucket, AUDITED)
+    assert len(logs) >= 4
+    orphan = logs[0].with_name("00000000000000999999-AAAAAAAAAAAAAAAAAAAAAA.log")
+    orphan.write_bytes(b"left behind by a crashed upload")
+    deleted = logs[1].with_suffix(".indexes")
+    deleted.unlink()
+    truncated = logs[2]
+    data = truncated.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+
+    def rel(p: Path) -> str:
+        return p.relative_to(tiered.bucket).as_posix()
+
+    code, report = audit()
+    assert code == 2
+    kinds = {(f["kind"], f["key"]) for f in report["findings"]}
+    assert kinds == {
+        ("orphan", rel(orphan)),
+        ("missing", rel(deleted)),
+        ("size_mismatch", rel(truncated)),
+    }
+    assert report["delete_orphans"] is None
+
+    code, dry = audit("--delete-orphans")
+    assert dry["delete_orphans"] == {
+        "dry_run": True,
+        "objects": 1,
+        "bytes": len(b"left behind by a crashed upload"),
+        "deleted": 0,
+    }
+    assert orphan.exists()
+
+    before = {p: p.stat().st_size for p in tiered.bucket.rglob("*") if p.is_file()}
+    code, done = audit("--delete-orphans", "--yes")
+    assert done["delete_orphans"]["deleted"] == 1
+    after = {p: p.stat().st_size for p in tiered.bucket.rglob("*") if p.is_file()}
+    assert set(before) - set(after) == {orphan}  # only the orphan is gone
+    assert all(after[p] == before[p] for p in after)
+
+    code, last = audit()
+    assert {f["kind"] for f in last["findings"]} == {"missing", "size_mismatch"}
+
+
+def test_usage_reports_remote_and_local_bytes_per_partition(
+    spark: Any, tiered: Tiered, history: tuple[list[dict[str, Any]], dict[int, int]]
+) -> None:
+    _, local_start = history
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = usage_main(
+            [
+                "--bootstrap-server",
+                tiered.broker.bootstrap,
+                "--json",
+                "--price-per-gib",
+                "1024",
+                "--metrics-url",
+                tiered.broker.metrics_url,
+                *tiered.rsm_args(),
+            ]
+        )
+    assert code == 0
+    doc = json.loads(out.getvalue())
+    rows = {r["partition"]: r for r in doc["partitions"] if r["topic"] == TOPIC}
+    assert sorted(rows) == list(range(PARTS))
+    stored = {p: 0 for p in range(PARTS)}
+    for f in tiered.bucket.rglob("*"):
+        if f.is_file() and f.parent.parent.name.startswith(TOPIC + "-"):
+            stored[int(f.parent.name)] += f.stat().st_size
+    for p, r in rows.items():
+        assert r["remote_stored_bytes"] == stored[p]
+        assert r["remote_logical_bytes"] > 0
+        assert r["segments"]["copy_segment_finished"] >= 4
+        assert r["local_bytes"] is not None and r["local_bytes"] > 0
+        assert r["remote_end_offset"] >= local_start[p] - 1
+        assert r["oldest_remote_timestamp"] <= r["newest_remote_timestamp"]
+        assert r["monthly_cost"] == pytest.approx(stored[p] / 1024**3 * 1024, rel=1e-3)
+
+
+def test_batch_read_of_a_remote_range_with_the_broker_stopped(
+    spark: Any, tiered: Tiered, history: tuple[list[dict[str, Any]], dict[int, int]]
+) -> None:
+    recs, local_start = history
+    bootstrap = tiered.broker.bootstrap
+    assert tiered.broker.stop() == 0
+    start = {p: 5 + p for p in range(PARTS)}
+    end = {p: local_start[p] - 3 for p in range(PARTS)}
+    df = (
+        spark.read.format("tierlog")
+        .option("kafka.bootstrap.servers", bootstrap)  # down: planning falls back to the bucket
+        .option("subscribe", TOPIC)
+        .option("includeHeaders", "true")
+        .option("tierlog.rsm.config.storage.url", tiered.bucket.as_uri())
+        .option("tierlog.rsm.config.encryption.key.pair.id", "k1")
+        .option("tierlog.rsm.config.encryption.key.pairs", "k1")
+        .option(
+            "tierlog.rsm.config.encryption.key.pairs.k1.public.key.file",
+            str(
+                Path(tiered.secrets["encryption.key.pairs.k1.private.key.file"]).with_name(
+                    "k1.pub.pem"
+                )
+            ),
+        )
+        .options(**tiered.options())
+        .option("startingOffsets", json.dumps({TOPIC: {str(p): o for p, o in start.items()}}))
+        .option("endingOffsets", json.dumps({TOPIC: {str(p): o for p, o in end.items()}}))
+        .load()
+    )
+    got = collected(df)
+    want = sorted(
+        (as_row(r) for r in recs if start[r["partition"]] <= r["offset"] < end[r["partition"]]),
+        key=lambda t: (t[0], t[1]),
+    )
+    assert len(want) >= 0.8 * N
+    assert got == want
