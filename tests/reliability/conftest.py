@@ -11,3 +11,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from collections.abc import Iterator
+
+import pytest
+from s3_env import ServerProcess, start_moto
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[ServerProcess]:
+    """One moto S3 server for the reliability session (tests that stop it use their own)."""
+    server = start_moto()
+    yield server
+    server.stop()

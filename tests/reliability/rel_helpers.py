@@ -180,6 +180,7 @@ def producer(bootstrap: str, **extra: Any) -> Producer:
         "bootstrap.servers": bootstrap,
         "acks": "all",
         "linger.ms": 2,
+        "batch.size": 16384,  # below the 64 KiB segments of the tiered scenarios
         "enable.idempotence": False,
         "message.timeout.ms": 30_000,
     }
