@@ -282,10 +282,10 @@ def kcat_read(bootstrap: str, topic: str) -> tuple[float, int]:
 
 
 # ---- the run -----------------------------------------------------------------------------------
-def sealed_segments(log_dir: Path, partition: int) -> tuple[int, int]:
-    """(base offset of the active segment, bytes in the sealed ones) of the cold topic."""
+def active_segment(log_dir: Path, partition: int) -> int:
+    """Base offset of the cold topic's active segment (the only one that stays local)."""
     files = sorted((log_dir / f"{COLD}-{partition}").glob("*.log"), key=lambda f: f.name)
-    return int(files[-1].name.split(".")[0]), sum(f.stat().st_size for f in files[:-1])
+    return int(files[-1].name.split(".")[0])
 
 
 @dataclass
@@ -295,6 +295,7 @@ class ColdRead:
     rss_before: int
     rss_peak: int
     cpu_s: float
+    store_cpu_s: float
     gets: dict[str, int]
 
 
@@ -304,10 +305,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cold_read(broker: Broker, proxy: LatencyProxy, profile: Path | None = None) -> ColdRead:
+def cold_read(
+    broker: Broker, proxy: LatencyProxy, moto: Moto, profile: Path | None = None
+) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
     cpu_before = cpu_seconds(broker.pid)
+    store_before = cpu_seconds(moto.proc.pid)
     spy = None
     if profile is not None:  # py-spy on the broker for the duration of the read
         spy = subprocess.Popen(
@@ -330,6 +334,7 @@ def cold_read(broker: Broker, proxy: LatencyProxy, profile: Path | None = None) 
     with RssSampler(broker) as sampler:
         seconds, messages = kcat_read(broker.bootstrap, COLD)
     cpu = cpu_seconds(broker.pid) - cpu_before
+    store_cpu = cpu_seconds(moto.proc.pid) - store_before
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(60)
@@ -342,7 +347,7 @@ def cold_read(broker: Broker, proxy: LatencyProxy, profile: Path | None = None) 
             if method == "GET" and path.split("?", 1)[0].endswith(suffix):
                 gets[kind] += 1
     peak = max(sampler.samples, default=before)
-    return ColdRead(seconds, messages, before, peak, cpu, gets)
+    return ColdRead(seconds, messages, before, peak, cpu, store_cpu, gets)
 
 
 def raw_parallel_get(
@@ -426,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     colds: list[ColdRead] = []
     hots: list[tuple[float, int]] = []
     raws: list[float] = []
+    raw_store_cpu: list[float] = []
     base: ColdRead | None = None
     segment = str(args.segment_mib * MiB)
     try:
@@ -445,9 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         sent = produce(broker.bootstrap, COLD, args.partitions, args.mib * MiB)
         produce_s = time.perf_counter() - t0
         produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB)
-        sealed = [sealed_segments(log_dir, p) for p in range(args.partitions)]
         t0 = time.perf_counter()
-        for p, (active, _size) in enumerate(sealed):
+        for p in range(args.partitions):
+            active = active_segment(log_dir, p)
             poll(
                 partial(
                     lambda p, active: (
@@ -460,15 +466,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{COLD}-{p} uploaded and deleted locally",
             )
         upload_wait_s = time.perf_counter() - t0
-        remote_bytes = sum(size for _, size in sealed)
-        objects = remote_logs(s3, bucket)
-        assert sum(size for _, size in objects) == remote_bytes, (objects, remote_bytes)
+        objects = remote_logs(s3, bucket)  # no transforms: stored size == segment size
+        remote_bytes = sum(size for _, size in objects)
         total = sent * MESSAGE
         for r in range(args.rounds):
             if r > 0:  # a restart empties the chunk caches (the disk cache is wiped on start)
                 broker.stop()
                 broker.start()
-            colds.append(cold_read(broker, proxy, args.profile if r == 0 else None))
+            colds.append(cold_read(broker, proxy, moto, args.profile if r == 0 else None))
+            store_before = cpu_seconds(moto.proc.pid)
             raws.append(
                 raw_parallel_get(
                     backend,
@@ -477,13 +483,14 @@ def main(argv: list[str] | None = None) -> int:
                     max(1, args.prefetch_mib // args.chunk_mib),
                 )
             )
+            raw_store_cpu.append(cpu_seconds(moto.proc.pid) - store_before)
             hots.append(kcat_read(broker.bootstrap, HOT))
         if args.baseline:
             broker.stop()
             broker.overrides["rsm.config.fetch.chunk.cache.class"] = "none"
             broker.overrides["rsm.config.fetch.chunk.cache.prefetch.max.size"] = "0"
             broker.start()
-            base = cold_read(broker, proxy)
+            base = cold_read(broker, proxy, moto)
     finally:
         broker.stop()
         proxy.stop()
@@ -511,7 +518,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot_s)}, raw GETs "
             f"{remote_bytes / MiB / raw_s:.1f} MiB/s; cold/hot {hot_s / cold.seconds:.2f}x, "
-            f"cold/raw {raw_s / cold.seconds * remote_bytes / total:.2f}x{bad}"
+            f"cold/raw {raw_s / cold.seconds * remote_bytes / total:.2f}x{bad}; moto busy "
+            f"{cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
+            f"{raw_store_cpu[r] / raw_s:.0%} (raw)"
         )
     ratio = median([h / c.seconds for c, (h, _n) in zip(colds, hots, strict=True)])
     print(f"(b) cold/hot median {ratio:.2f}x (target >= 0.8x)")
