@@ -85,13 +85,17 @@ def encrypted_s3(
 
 
 @pytest.fixture
-def os_broker_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], ObjectStoreBroker]]:
-    """Brokers with the given ``rsm.config`` props (and the object-store plugin); killed at
-    teardown."""
+def os_broker_factory(tmp_path: Path) -> Iterator[Callable[..., ObjectStoreBroker]]:
+    """``factory(rsm_props, default_plugin=False)``: brokers with the given ``rsm.config``
+    props and the object-store plugin (named, or the broker's default when
+    ``default_plugin``); killed at teardown."""
     made: list[BrokerProcess] = []
 
-    def make(rsm_props: dict[str, str]) -> ObjectStoreBroker:
-        b = BrokerProcess(tmp_path / f"broker{len(made)}", broker_overrides(rsm_props))
+    def make(rsm_props: dict[str, str], *, default_plugin: bool = False) -> ObjectStoreBroker:
+        overrides = broker_overrides(rsm_props)
+        if default_plugin:  # leave the storage plugin to the broker's default
+            del overrides["remote.log.storage.manager.class.name"]
+        b = BrokerProcess(tmp_path / f"broker{len(made)}", overrides)
         made.append(b)
         b.start()
         return ObjectStoreBroker(b)

@@ -56,9 +56,11 @@ def _ring(key_pair: Callable[[str], Any], ids: list[str], active: str) -> dict[s
 
 
 def test_embedded_file_store_tiers_and_kcat_reads_everything_back(
-    os_broker_factory: Callable[[dict[str, str]], ObjectStoreBroker],
+    os_broker_factory: Callable[..., ObjectStoreBroker],
 ) -> None:
-    b = os_broker_factory({})  # no storage.url: file:// at <data dir>-remote
+    # neither the plugin nor storage.url is configured: the broker's embedded default is the
+    # object-store plugin over file:// at <data dir>-remote
+    b = os_broker_factory({}, default_plugin=True)
     topic = "os-embedded"
     b.create_topic(topic, 2, tiered_topic_configs())
     for p in range(2):
