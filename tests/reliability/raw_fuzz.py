@@ -44,7 +44,7 @@ def header(api_key: int, version: int, corr: int) -> bytes:
 def valid_request(api_key: int, version: int, corr: int = 1) -> bytes:
     cls = request_schema(api_key, version)
     assert cls is not None
-    return encode_request(api_key, version, corr, "fuzz", mk(cls))
+    return bytes(encode_request(api_key, version, corr, "fuzz", mk(cls)))
 
 
 def framed(payload: bytes) -> bytes:
@@ -60,10 +60,10 @@ def make_frame(rng: random.Random, api_key: int, version: int, kind: str) -> byt
         payload = valid_request(api_key, version)[4:]
         return framed(payload[: rng.randrange(0, len(payload) + 1)])
     if kind == "flipped" and api_key not in NO_FLIPS:
-        payload = bytearray(valid_request(api_key, version)[4:])
-        pos = rng.randrange(len(payload))
-        payload[pos] ^= 1 << rng.randrange(8)
-        return framed(bytes(payload))
+        flipped = bytearray(valid_request(api_key, version)[4:])
+        pos = rng.randrange(len(flipped))
+        flipped[pos] ^= 1 << rng.randrange(8)
+        return framed(bytes(flipped))
     if kind == "lying":
         body = header(api_key, version, 1) + rng.randbytes(rng.randrange(0, 64))
         return struct.pack(">i", len(body) + rng.randrange(1, 4096)) + body

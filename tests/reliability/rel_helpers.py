@@ -236,8 +236,9 @@ def consume_all(
                     if err.code() == -191:  # _PARTITION_EOF
                         continue
                     raise AssertionError(f"consume error: {err}")
-                out.append((int(m.offset()), bytes(m.value() or b"")))
-                next_offset = int(m.offset()) + 1
+                offset = m.offset() or 0
+                out.append((offset, bytes(m.value() or b"")))
+                next_offset = offset + 1
     finally:
         c.close()
     return out
@@ -298,7 +299,7 @@ class GoodClient:
             assert time.monotonic() < deadline, f"good consumer stuck at {got} < {target}"
             for m in self._c.consume(2000, 0.2):
                 if m.error() is None:
-                    got = max(got, int(m.offset()) + 1)
+                    got = max(got, (m.offset() or 0) + 1)
         self._next = target
         return n / (time.perf_counter() - t0)
 

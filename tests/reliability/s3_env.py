@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from storage.conftest import (  # type: ignore[import-not-found]
+from storage.conftest import (
     S3_ACCESS_KEY,
     S3_SECRET_KEY,
     ServerProcess,
@@ -143,3 +143,83 @@ def metric_names(metrics_url: str) -> Mapping[str, float]:
         for s in family.samples:
             out[s.name] = out.get(s.name, 0.0) + float(s.value)
     return out
+
+
+# ---- audit: the bucket against __remote_log_metadata ---------------------------------------
+@dataclass
+class AuditReport:
+    states: dict[str, str]
+    """Latest state of every segment id (Kafka's base64 rendering) in the metadata topic."""
+    objects: dict[str, list[str]]
+    """Object keys per segment id found in the bucket."""
+    multipart_uploads: list[str]
+
+    @property
+    def orphans(self) -> list[str]:
+        """Objects of segments that are not COPY_SEGMENT_FINISHED (or unknown)."""
+        return sorted(
+            k
+            for sid, keys in self.objects.items()
+            if self.states.get(sid) != "COPY_SEGMENT_FINISHED"
+            for k in keys
+        )
+
+    @property
+    def dangling(self) -> list[str]:
+        """Segments left mid-copy or mid-delete in the metadata."""
+        return sorted(
+            sid
+            for sid, s in self.states.items()
+            if s in ("COPY_SEGMENT_STARTED", "DELETE_SEGMENT_STARTED")
+        )
+
+    @property
+    def missing(self) -> list[str]:
+        """COPY_SEGMENT_FINISHED segments without their objects."""
+        return sorted(
+            sid
+            for sid, s in self.states.items()
+            if s == "COPY_SEGMENT_FINISHED" and len(self.objects.get(sid, [])) < 2
+        )
+
+    @property
+    def clean(self) -> bool:
+        """No orphan objects, dangling or missing segments. Incomplete multipart uploads
+        (a kill mid-multipart) are not objects; a bucket lifecycle rule
+        (AbortIncompleteMultipartUpload) removes them, so they are reported, not required."""
+        return not (self.orphans or self.dangling or self.missing)
+
+
+def audit(bootstrap: str, bucket: Bucket, metadata_partitions: int) -> AuditReport:
+    """Read ``__remote_log_metadata`` over the wire and list the bucket: the same check as an
+    operator's audit job, from outside the broker."""
+    from rel_helpers import wire_fetch
+
+    from tierlog.cli import WireClient
+    from tierlog.storage.objectstore.layout import kafka_uuid
+    from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
+    from tierlog.tiered.metadata.serde import deserialize
+
+    states: dict[str, str] = {}
+    with WireClient(bootstrap) as c:
+        for p in range(metadata_partitions):
+            offset = 0
+            while True:
+                err, recs = wire_fetch(c, "__remote_log_metadata", offset, partition=p)
+                assert err == 0, err
+                if not recs:
+                    break
+                for o, value in recs:
+                    if o < offset or value is None:
+                        continue
+                    rec = deserialize(value)
+                    if isinstance(rec, RemoteLogSegmentMetadata | RemoteLogSegmentMetadataUpdate):
+                        sid = kafka_uuid(rec.remote_log_segment_id.id)
+                        states[sid] = rec.state.name
+                offset = recs[-1][0] + 1
+    objects: dict[str, list[str]] = {}
+    for key in bucket.object_keys():
+        name = key.rsplit("/", 1)[-1]
+        sid = name.split(".", 1)[0].split("-", 1)[-1]
+        objects.setdefault(sid, []).append(key)
+    return AuditReport(states, objects, bucket.multipart_uploads())

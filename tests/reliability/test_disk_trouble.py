@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from rel_helpers import (
     FAST_START,
-    WireClient,
     index_of,
     must_create_topic,
     record,
@@ -31,6 +30,7 @@ from rel_helpers import (
 )
 
 from helpers.broker import BrokerProcess
+from tierlog.cli import WireClient
 from tierlog.protocol.errors import ErrorCode
 
 BATCH = 10

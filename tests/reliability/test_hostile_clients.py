@@ -28,7 +28,6 @@ import pytest
 from raw_fuzz import API_VERSIONS, frames, send_and_close, valid_request
 from rel_helpers import (
     GoodClient,
-    WireClient,
     median,
     must_create_topic,
     open_fds,
@@ -41,6 +40,7 @@ from rel_helpers import (
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
+from tierlog.cli import WireClient
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
 from tierlog.server.handlers.fetch import FETCH_MAX_BYTES
@@ -109,7 +109,7 @@ def _fetch_request(corr: int, repeat: int = 1, max_bytes: int = 2**31 - 1) -> by
         forgotten_topics_data=[],
         rack_id="",
     )
-    return encode_request(1, 12, corr, "huge", body)
+    return bytes(encode_request(1, 12, corr, "huge", body))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:

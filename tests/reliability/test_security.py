@@ -21,7 +21,6 @@ from pathlib import Path
 
 from rel_helpers import (
     FAST_START,
-    WireClient,
     create_topic,
     index_of,
     must_create_topic,
@@ -34,7 +33,8 @@ from s3_env import Bucket, ServerProcess, tiered_overrides, tiered_topic_configs
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from storage.conftest import write_rsa_key_pair  # type: ignore[import-not-found]
+from storage.conftest import write_rsa_key_pair
+from tierlog.cli import WireClient
 from tierlog.protocol.errors import ErrorCode
 
 HOSTILE_NAMES = [

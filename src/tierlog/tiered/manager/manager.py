@@ -597,6 +597,45 @@ class RemoteLogManager:
             if task.is_cancelled():
                 return
             self._delete_segment(p, md)
+        self._delete_dangling_copies(p, task)
+
+    def _delete_dangling_copies(self, p: _Partition, task: PeriodicTask) -> None:
+        """Delete segments left in COPY_SEGMENT_STARTED by a copy that can never finish (the
+        broker was killed mid-copy, or the copy failed outside the RSM): nothing reads them,
+        and without this their objects stay in the bucket forever (found by the crash tests
+        in tests/reliability). A copy running here is in ``_being_copied`` from before its
+        COPY_SEGMENT_STARTED until after its COPY_SEGMENT_FINISHED, so checking the set and
+        *then* re-reading the state never touches a live or a finished copy."""
+        started = [
+            s
+            for s in self.rlmm.list_remote_log_segments(p.tip)
+            if s.state is _S.COPY_SEGMENT_STARTED
+        ]
+        for md in started:
+            if task.is_cancelled():
+                return
+            sid = md.remote_log_segment_id
+            with self._lock:
+                if sid in self._being_copied:
+                    continue
+            current = next(
+                (
+                    s
+                    for s in self.rlmm.list_remote_log_segments(p.tip)
+                    if s.remote_log_segment_id == sid
+                ),
+                None,
+            )
+            if current is None or current.state is not _S.COPY_SEGMENT_STARTED:
+                continue
+            log.info(
+                "%s: deleting dangling copy %s (%d..%d)",
+                p.tip,
+                sid.id,
+                md.start_offset,
+                md.end_offset,
+            )
+            self._delete_segment(p, current)
 
     def _delete_segment(self, p: _Partition, md: RemoteLogSegmentMetadata) -> None:
         self.rlmm.update_remote_log_segment_metadata(
