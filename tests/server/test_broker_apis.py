@@ -167,6 +167,10 @@ def test_metrics_endpoint_reports_requests_bytes_and_partitions(
     assert 'tierlog_log_end_offset{partition="0",topic="metrics-t"} 3.0' in text
     assert 'tierlog_log_start_offset{partition="0",topic="metrics-t"} 0.0' in text
     assert 'tierlog_log_size_bytes{partition="0",topic="metrics-t"}' in text
+    # The process-wide registry is bridged in: the storage plugin's own collectors (the
+    # embedded default is the object-store plugin) and the process collector.
+    assert "tierlog_objectstore_corrupt_data_total" in text
+    assert "process_resident_memory_bytes" in text
 
 
 def test_cli_topics_round_trip(module_broker: BrokerProcess) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -162,9 +162,23 @@ class _PartitionCollector(Collector):
         yield end
 
 
+class _ProcessRegistryBridge:
+    """Exposes the process-wide default registry through the broker's own registry.
+
+    Storage plugins are loaded by name and know nothing of the broker, so they register
+    their collectors (``tierlog_objectstore_*``) in prometheus_client's default registry,
+    as does the client library's process collector (CPU, RSS, open fds). One scrape of
+    ``/metrics`` must show all of them.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        yield from REGISTRY.collect()
+
+
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(_ProcessRegistryBridge())  # type: ignore[arg-type]
         self.requests = Counter(
             "tierlog_requests", "Requests handled, per API.", ["api"], registry=self.registry
         )
