@@ -199,8 +199,8 @@ def test_kill_during_tiering_loses_no_acknowledged_record(
             t0 = time.monotonic()
             b.start()
             # recovered = the broker takes acks=all writes again
-            acked = prod.acked_count()
-            wait_until(lambda a=acked: prod.acked_count() > a, 60, what="acks after restart")
+            before = prod.acked_count()
+            wait_until(lambda n=before: prod.acked_count() > n, 60, what="acks after restart")
             recover_s.append(time.monotonic() - t0)
     finally:
         prod.stop()
