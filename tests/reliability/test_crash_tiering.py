@@ -19,6 +19,7 @@ and no open multipart uploads.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -118,6 +119,9 @@ class AckedProducer:
         with self._lock:
             return len(self.acked)
 
+    def acked_more_than(self, n: int) -> bool:
+        return self.acked_count() > n
+
 
 @pytest.fixture
 def proxy(moto: ServerProcess) -> Iterator[Any]:
@@ -200,7 +204,7 @@ def test_kill_during_tiering_loses_no_acknowledged_record(
             b.start()
             # recovered = the broker takes acks=all writes again
             before = prod.acked_count()
-            wait_until(lambda n=before: prod.acked_count() > n, 60, what="acks after restart")
+            wait_until(functools.partial(prod.acked_more_than, before), 60, what="acks")
             recover_s.append(time.monotonic() - t0)
     finally:
         prod.stop()
