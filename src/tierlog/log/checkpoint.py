@@ -9,38 +9,16 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from tierlog.fsutil import atomic_write
 from tierlog.log.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
 _VERSION = 0
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:

@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from tierlog.fsutil import atomic_write
 from tierlog.log.checkpoint import (
-    atomic_write,
     read_offsets_checkpoint,
     read_partition_metadata,
     write_offsets_checkpoint,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import crc32c
 
-from tierlog.log.checkpoint import atomic_write
+from tierlog.fsutil import atomic_write
 from tierlog.log.names import SNAPSHOT_SUFFIX, offset_file_name, offset_from_file_name
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import NO_SEQUENCE, BatchHeader, increment_sequence

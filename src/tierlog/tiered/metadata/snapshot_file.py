@@ -14,11 +14,11 @@ each record is a serialized ``PartitionSnapshot`` and the CRC covers everything 
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import zlib
 from pathlib import Path
 
+from tierlog.fsutil import atomic_write
 from tierlog.tiered.api import TopicIdPartition
 from tierlog.tiered.metadata.partition_snapshot import PartitionSnapshot
 from tierlog.tiered.metadata.serde import MetadataSerdeError, deserialize, serialize
@@ -46,17 +46,7 @@ def write_snapshot(
         body += rec
     body += _U32.pack(zlib.crc32(body))
     final = snapshot_path(directory, metadata_partition)
-    tmp = final.with_name(final.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(final, bytes(body))
     return final
 
 
