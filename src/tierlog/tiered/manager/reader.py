@@ -30,6 +30,8 @@ from tierlog.protocol.records import (
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     RECORDS_OFFSET,
+    RecordsError,
+    check_batch,
     iter_records,
     read_header,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "RemoteOffsetOutOfRange",
     "RemoteReadData",
     "RemoteReadSpec",
+    "RemoteSegmentCorrupted",
     "find_offset_by_timestamp",
     "read_remote_segment",
 ]
@@ -72,6 +75,31 @@ log = logging.getLogger(__name__)
 class RemoteOffsetOutOfRange(KafkaError):
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+
+
+class RemoteSegmentCorrupted(KafkaError):
+    """The remote copy of a segment is damaged where this read needs it (a batch fails its
+    CRC, or the object ends before the segment's last offset). Only this partition of this
+    fetch fails; nothing past the damage is skipped over or served."""
+
+    def __init__(self, md: RemoteLogSegmentMetadata, message: str) -> None:
+        super().__init__(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"remote segment {md.remote_log_segment_id.id} "
+            f"({md.start_offset}..{md.end_offset}) is corrupt: {message}",
+        )
+
+
+def _valid(batch: bytes, md: RemoteLogSegmentMetadata, expected_base: int | None) -> bool:
+    """CRC, plus the offsets the CRC does not cover: inside the segment, and contiguous with
+    the previous batch (tiered topics are never compacted)."""
+    try:
+        h = check_batch(batch, 0, len(batch), verify_crc=True)
+    except RecordsError:
+        return False
+    if expected_base is not None and h.base_offset != expected_base:
+        return False
+    return md.start_offset <= h.base_offset <= h.last_offset <= md.end_offset
 
 
 @dataclass(frozen=True)
@@ -154,14 +182,25 @@ def read_remote_segment(
         stream = rsm.fetch_log_segment(md, position)
         try:
             first: bytes | None = None
+            last_seen = -1
             while True:
                 batch = _next_batch(stream)
                 if batch is None:
                     break
                 fetched += len(batch)
-                if read_header(batch).last_offset >= offset:
+                last_seen = read_header(batch).last_offset
+                if last_seen >= offset:
+                    if not _valid(batch, md, None):
+                        raise RemoteSegmentCorrupted(
+                            md, f"the batch holding {offset} fails its CRC"
+                        )
                     first = batch
                     break
+            if first is None and last_seen < md.end_offset:
+                # tiered topics are never compacted: a whole copy reaches its end offset
+                raise RemoteSegmentCorrupted(
+                    md, f"its data ends after offset {last_seen} (reading {offset})"
+                )
             if first is None:
                 nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
                 if nxt is None:
@@ -174,7 +213,12 @@ def read_remote_segment(
             used = len(first)
             while used < spec.max_bytes:
                 batch = _next_batch(stream)
-                if batch is None or used + len(batch) > spec.max_bytes:
+                if (
+                    batch is None
+                    or used + len(batch) > spec.max_bytes
+                    or not _valid(batch, md, read_header(out[-1]).last_offset + 1)
+                ):
+                    # a damaged batch ends this read; the next fetch starts there and fails
                     if batch is not None:
                         fetched += len(batch)
                     break
