@@ -153,9 +153,9 @@ def test_object_store_outage_and_faults(
     wait_until(lambda: _copy_lag(b) == 0, 120, interval_s=0.2, what="copy after faults")
     faults_s = time.monotonic() - t_faults
     # ---- nothing lost, nothing duplicated, in order --------------------------------------
-    recs = consume_all(b.bootstrap, TOPIC, 0, produced, timeout_s=180)
-    assert [o for o, _ in recs] == list(range(produced))
-    assert all(index_of(v) == o for o, v in recs)
+    everything = consume_all(b.bootstrap, TOPIC, 0, produced, timeout_s=180)
+    assert [o for o, _ in everything] == list(range(produced))
+    assert all(index_of(v) == o for o, v in everything)
     assert b.running
     cold_latencies = [t for _, t in cold]
     record(
