@@ -1,4 +1,4 @@
-"""Spark-source benchmarks: which record decoder executors use, and (later) the cold scan.
+"""Spark-source benchmarks: which record decoder executors use, and the cold history scan.
 
 Decoder section: the same segment bytes decoded into the source's Arrow schema by
   * `numpy`   - tierlog.spark.decode (length chain in Python, fields vectorised), and
@@ -14,6 +14,16 @@ Scan section: one local[2] Spark scans the same topic into a noop sink two ways:
                 decoder. Run:
 
     .venv/bin/python bench/bench_spark.py scan [--records N] [--value-size B]
+
+Cold section (the issue's benchmark): a broker tiers a topic to an object-store `file://`
+bucket, then one Spark scans the remote offsets two ways:
+  * `direct` - executors read the segment objects with the storage plugin's own read
+               path (the default plan: one input partition per remote segment);
+  * `broker` - `tierlog.remote.reads=false`: every offset through the broker's Fetch path,
+               which serves them from the same bucket through its RemoteLogManager. Run:
+
+    .venv/bin/python bench/bench_spark.py cold [--records N] [--master local[1]]
+        [--transforms]
 """
 
 from __future__ import annotations
@@ -146,19 +156,23 @@ def bench_decoder(records: int, value_size: int, per_batch: int, runs: int) -> N
                 print(f"{name:8} {headers!s:8} {dname:9} {records / t / 1e6:8.2f} {mb:8.0f}")
 
 
-def _start_broker(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+BrokerProc = tuple[subprocess.Popen[bytes], str]
+
+
+def _start_broker(root: Path, overrides: dict[str, str] | None = None) -> BrokerProc:
     port = 19400 + os.getpid() % 500
     log = root / "broker.log"
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(root / "data"),
+        "metrics.listener": f"http://127.0.0.1:{port + 1}",
+        **(overrides or {}),
+    }
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("tierlog")),
             "serve",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override",
-            f"log.dirs={root / 'data'}",
-            "--override",
-            f"metrics.listener=http://127.0.0.1:{port + 1}",
+            *(a for k, v in settings.items() for a in ("--override", f"{k}={v}")),
         ],
         cwd=root,
         stdout=log.open("wb"),
@@ -238,6 +252,145 @@ def bench_scan(records: int, value_size: int, runs: int) -> None:
             proc.wait(30)
 
 
+def _start_tiered_broker(root: Path, bucket: Path, transforms: bool) -> BrokerProc:
+    """A broker tiering to an object-store `file://` bucket (the production plugin)."""
+    overrides = {
+        "remote.log.storage.manager.class.name": "objectstore",
+        "rsm.config.storage.url": bucket.as_uri(),
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+        "log.segment.delete.delay.ms": "0",
+    }
+    if transforms:
+        overrides["rsm.config.compression.enabled"] = "true"
+    return _start_broker(root, overrides)
+
+
+def _produce(
+    bootstrap: str, topic: str, records: int, value_size: int, configs: dict[str, str]
+) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 4, 1, config=configs)]).values():
+        f.result(30)
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": "20",
+            "batch.size": str(1 << 20),
+            "compression.type": "lz4",
+        }
+    )
+    # distinct values, half random and half text: lz4 stores ~60% of them, like real data
+    noise = os.urandom(1 << 20)
+    half = value_size // 2
+    for i in range(records):
+        at = (i * 7919) % ((1 << 20) - half)
+        text = (b'{"n":%d,"s":"' % i + b"abcdefgh" * value_size)[: value_size - half]
+        value = noise[at : at + half] + text
+        while True:
+            try:
+                p.produce(topic, value=value, key=b"%d" % (i % 1000), partition=i % 4)
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(120)
+
+
+def _wait_tiered(bootstrap: str, topic: str, fraction: float, timeout_s: float) -> dict[int, int]:
+    """Poll until `fraction` of every partition is remote only; returns local start offsets."""
+    from tierlog.spark.wire import BrokerClient
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with BrokerClient(bootstrap) as c:
+            tps = [(topic, p) for p in range(4)]
+            local = {tp[1]: o for tp, (o, _) in c.list_offsets(dict.fromkeys(tps, -4)).items()}
+            end = {tp[1]: o for tp, (o, _) in c.list_offsets(dict.fromkeys(tps, -1)).items()}
+        if all(local[p] >= fraction * end[p] for p in range(4)):
+            return local
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not tiered after {timeout_s}s: local starts {local}, ends {end}")
+        time.sleep(0.5)
+
+
+def bench_cold(
+    records: int, value_size: int, runs: int, master: str, transforms: bool, segment_mb: int
+) -> None:
+    """Cold history scan of a fully tiered topic: executors reading the bucket directly
+    (the default) against the same scan through the broker's Fetch path, which serves the
+    remote offsets from the same bucket (`tierlog.remote.reads=false`)."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import tierlog.spark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        bucket = root / "bucket"
+        bucket.mkdir()
+        proc, bootstrap = _start_tiered_broker(root, bucket, transforms)
+        try:
+            configs = {
+                "remote.storage.enable": "true",
+                "segment.bytes": str(segment_mb << 20),
+                "local.retention.bytes": "1",
+            }
+            _produce(bootstrap, "cold", records, value_size, configs)
+            local = _wait_tiered(bootstrap, "cold", 0.7, 600)
+            cold = {"cold": {str(p): o for p, o in local.items()}}
+            spark = (
+                SparkSession.builder.master(master)
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            tierlog.spark.register(spark)
+            import json
+
+            base = {
+                "kafka.bootstrap.servers": bootstrap,
+                "subscribe": "cold",
+                "endingOffsets": json.dumps(cold),  # the remote part only
+            }
+            sources = {
+                "direct": base,
+                "broker": {**base, "tierlog.remote.reads": "false"},
+            }
+            n = sum(local.values())
+            stored = sum(f.stat().st_size for f in bucket.rglob("*.log"))
+            mb = n * value_size / 1e6
+            print(
+                f"cold scan ({master}): {n} remote records x {value_size} B "
+                f"({mb:.0f} MB of values, {stored / 1e6:.0f} MB of .log objects), lz4 batches, "
+                f"{'zstd chunks' if transforms else 'no transforms'}"
+            )
+            best = dict.fromkeys(sources, float("inf"))
+            for opts in sources.values():  # warm up workers, plugin instances, page cache
+                assert spark.read.format("tierlog").options(**opts).load().count() == n
+            for _ in range(runs):
+                for name, opts in sources.items():
+                    df = spark.read.format("tierlog").options(**opts).load()
+                    t0 = time.perf_counter()
+                    df.write.format("noop").mode("overwrite").save()
+                    best[name] = min(best[name], time.perf_counter() - t0)
+            for name, t in best.items():
+                print(
+                    f"{name:7} {n / t / 1e6:6.2f} Mrec/s {mb / t:7.0f} MB/s "
+                    f"{stored / 1e6 / t:7.0f} MB/s stored ({t:.2f} s)"
+                )
+            print(f"direct / broker: {best['broker'] / best['direct']:.2f}x")
+            spark.stop()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,11 +403,22 @@ def main() -> None:
     sc.add_argument("--records", type=int, default=1_000_000)
     sc.add_argument("--value-size", type=int, default=100)
     sc.add_argument("--runs", type=int, default=3)
+    c = sub.add_parser("cold")
+    c.add_argument("--records", type=int, default=1_000_000)
+    c.add_argument("--value-size", type=int, default=100)
+    c.add_argument("--runs", type=int, default=3)
+    c.add_argument("--master", default="local[2]")
+    c.add_argument("--segment-mb", type=int, default=4)
+    c.add_argument("--transforms", action="store_true", help="zstd chunks in the bucket")
     args = ap.parse_args()
     if args.cmd == "decoder":
         bench_decoder(args.records, args.value_size, args.per_batch, args.runs)
-    else:
+    elif args.cmd == "scan":
         bench_scan(args.records, args.value_size, args.runs)
+    else:
+        bench_cold(
+            args.records, args.value_size, args.runs, args.master, args.transforms, args.segment_mb
+        )
 
 
 if __name__ == "__main__":

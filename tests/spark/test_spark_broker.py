@@ -1,8 +1,8 @@
 """The `tierlog` source and sink against a real `tierlog serve`, in a real local[2] Spark.
 
 Records come from confluent-kafka (librdkafka batches) in every codec, with keys, null
-keys and headers. Tiering is not wired into the broker yet, so these read the broker path;
-the cold path is covered by test_spark_logdir.py.
+keys and headers. These topics are not tiered, so they exercise the broker path; the cold
+path is covered by test_spark_tiered.py (a tiering broker) and test_spark_logdir.py.
 """
 
 from __future__ import annotations

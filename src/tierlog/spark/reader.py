@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from tierlog.spark.decode import decode_batches
 from tierlog.spark.planning import Slice, position_for
-from tierlog.spark.segments import offset_index, open_log
+from tierlog.spark.segments import offset_index, open_log, warm_segment
 from tierlog.spark.wire import OFFSET_OUT_OF_RANGE, BrokerClient, BrokerError
 from tierlog.tiered.api import RemoteResourceNotFoundException
 
@@ -130,6 +130,16 @@ class _SliceReader:
                         raise BrokerError(f"no progress fetching {self.s.tp} at {before}", -1)
                 else:
                     empty_fetches = 0
+
+
+def warm(s: Slice) -> None:
+    """Best effort: ask the storage plugin to start loading a cold slice's first bytes."""
+    if s.segment is None:
+        return
+    try:
+        warm_segment(s.segment.ref, max(s.position, 0))
+    except Exception as exc:  # only an optimisation: the read itself reports real errors
+        log.debug("warming %s failed: %s", s, exc)
 
 
 def read_slice(s: Slice, ctx: ReadContext) -> Iterator[pa.RecordBatch]:

@@ -110,6 +110,17 @@ def open_log(ref: object, position: int) -> BinaryIO:
     return storage_plugin(ref.rsm).fetch_log_segment(ref.metadata(), position)
 
 
+def warm_segment(ref: object, position: int) -> None:
+    """Let a plugin that can prefetch (the object store's `warm`) load a remote segment's
+    first chunks in the background; a no-op for files and other plugins."""
+    ref = _checked(ref)
+    if isinstance(ref, RemoteSegmentRef):
+        rsm = storage_plugin(ref.rsm)
+        prefetch = getattr(rsm, "warm", None)
+        if callable(prefetch):
+            prefetch(ref.metadata(), position)
+
+
 def parse_offset_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:
     """Kafka `.index` entries (u32 relative offset, u32 position) as absolute pairs.
 
@@ -198,4 +209,5 @@ __all__ = [
     "read_all",
     "scan_log_dir",
     "storage_plugin",
+    "warm_segment",
 ]

@@ -38,8 +38,8 @@ from tierlog.spark.options import (
     partition_map,
     partition_map_json,
 )
-from tierlog.spark.planning import Slice, rate_limit
-from tierlog.spark.reader import ReadContext, read_slice
+from tierlog.spark.planning import Slice, pack_slices, rate_limit
+from tierlog.spark.reader import ReadContext, read_slice, warm
 from tierlog.spark.remote import remote_catalog
 from tierlog.spark.schema import spark_ddl
 from tierlog.spark.sink import SinkOptions, check_sink_schema, parse_sink_options, produce_batches
@@ -58,13 +58,27 @@ def _catalog(opts: SourceOptions) -> Catalog:
     return Catalog(opts, _remote_catalog)
 
 
-class SlicePartition(InputPartition):  # type: ignore[misc]
-    """`offline`: planned from the bucket alone, so no broker to fall back on."""
+#: Pack small cold slices into no fewer input partitions than this (see `pack_slices`).
+MIN_PACKED_PARTITIONS = 8
 
-    def __init__(self, s: Slice, offline: bool = False) -> None:
-        super().__init__(s)
-        self.slice = s
+
+class SlicePartition(InputPartition):  # type: ignore[misc]
+    """One Spark task: consecutive slices of one partition (several only when segments are
+    small). `offline`: planned from the bucket alone, so no broker to fall back on."""
+
+    def __init__(self, slices: tuple[Slice, ...], offline: bool = False) -> None:
+        super().__init__(slices)
+        self.slices = slices
         self.offline = offline
+
+
+def _partitions(opts: SourceOptions, slices: list[Slice], offline: bool) -> list[InputPartition]:
+    groups: list[tuple[Slice, ...]]
+    if opts.min_partitions or opts.max_records_per_partition:
+        groups = [(s,) for s in slices]  # the user asked for a split: do not undo it
+    else:
+        groups = pack_slices(slices, opts.split_bytes, MIN_PACKED_PARTITIONS)
+    return [SlicePartition(g, offline) for g in groups]
 
 
 def _context(opts: SourceOptions, offline: bool) -> ReadContext:
@@ -75,7 +89,11 @@ def _context(opts: SourceOptions, offline: bool) -> ReadContext:
 def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, SlicePartition):
         return  # Spark's stand-in InputPartition(None) for an empty plan
-    yield from read_slice(partition.slice, _context(opts, partition.offline))
+    ctx = _context(opts, partition.offline)
+    for i, s in enumerate(partition.slices):
+        if i + 1 < len(partition.slices):
+            warm(partition.slices[i + 1])  # fetch the next segment's head meanwhile
+        yield from read_slice(s, ctx)
 
 
 class TierlogBatchReader(DataSourceReader):  # type: ignore[misc]
@@ -87,7 +105,7 @@ class TierlogBatchReader(DataSourceReader):  # type: ignore[misc]
             views = c.views()
             starts = c.resolve(self.opts.starting, views, "starting")
             ends = c.resolve(self.opts.ending, views, "ending")
-            return [SlicePartition(s, c.offline) for s in c.plan(views, starts, ends)]
+            return _partitions(self.opts, c.plan(views, starts, ends), c.offline)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)
@@ -154,7 +172,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                     raise OptionError(f"partitions {missing} disappeared (topic deleted?)")
                 starts = {tp: o for tp, o in starts.items() if tp in known}
                 ends = {tp: o for tp, o in ends.items() if tp in known}
-            return [SlicePartition(s, c.offline) for s in c.plan(known, starts, ends)]
+            return _partitions(self.opts, c.plan(known, starts, ends), c.offline)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.opts, partition)
