@@ -282,12 +282,13 @@ def test_corrupt_remote_index_raises_and_is_not_cached(remote: Remote, tmp_path:
         with pytest.raises(CorruptIndexError):
             cache.get_entry(md)
         assert len(cache) == 0
-        assert remote.fetches(md) == ["OFFSET", "TIMESTAMP"]
+        # offset and time index are fetched concurrently (either order); no txn fetch
+        assert sorted(remote.fetches(md)) == ["OFFSET", "TIMESTAMP"]
         # the remote copy is repaired; only the damaged index is fetched again
         remote_time = next((remote.rsm.root).rglob("*.timeindex"))
         remote_time.write_bytes(time_index(4))
         cache.get_entry(md)
-        assert remote.fetches(md) == ["OFFSET", "TIMESTAMP", "TIMESTAMP", "TRANSACTION"]
+        assert remote.fetches(md)[2:] == ["TIMESTAMP", "TRANSACTION"]
     finally:
         cache.close()
 

@@ -23,6 +23,11 @@ Rules:
 * Concurrency: one lock guards the maps and is never held during I/O; a miss installs a
   per-segment loading future so concurrent readers of the same segment share one download
   and hits on other segments are not blocked.
+* A miss fetches the offset index on the calling thread while a helper thread fetches the
+  time index (then the transaction index): against an object store each fetch is a round
+  trip of tens of ms, and done one after the other they pushed the first read of a segment
+  past ``remote.fetch.max.wait.ms``. The transaction index waits for the time index so a
+  failed load fetches no more than before.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -68,6 +73,7 @@ DIR_NAME = "remote-log-index-cache"
 TMP_SUFFIX = ".tmp"
 DELETED_SUFFIX = ".deleted"
 _SUFFIXES = (".index", ".timeindex", ".txnindex")
+_INDEX_FETCHERS = 8
 
 
 class IndexCacheClosedError(RuntimeError):
@@ -186,6 +192,10 @@ class RemoteIndexCache:
         self._closed = False
         self._stop = threading.Event()
         self._cleanup: queue.Queue[tuple[float, IndexEntry] | None] = queue.Queue()
+        # one helper per concurrent miss; threads start lazily, so an idle cache has none
+        self._fetchers = ThreadPoolExecutor(
+            _INDEX_FETCHERS, thread_name_prefix="remote-log-index-fetch"
+        )
         self._cleaner = threading.Thread(
             target=self._clean_loop, name="remote-log-index-cleaner", daemon=True
         )
@@ -300,6 +310,8 @@ class RemoteIndexCache:
         self._stop.set()
         self._cleanup.put(None)
         self._cleaner.join(timeout=10)
+        # a load still in flight finishes its fetch; its owner then sees the cache closed
+        self._fetchers.shutdown(wait=False)
         for e in entries:
             e.close()
 
@@ -320,26 +332,43 @@ class RemoteIndexCache:
         off_path, time_path, txn_path = self._paths(md)
         start = md.start_offset
         self.stats.loads += 1
-        offset_index = self._load_one(
-            off_path,
-            lambda: self._rsm.fetch_index(md, IndexType.OFFSET),
-            lambda p: OffsetIndexView(p, start),
-        )
         try:
-            time_index = self._load_one(
-                time_path,
-                lambda: self._rsm.fetch_index(md, IndexType.TIMESTAMP),
-                lambda p: TimeIndexView(p, start),
+            rest = self._fetchers.submit(self._load_time_and_txn, md, time_path, txn_path)
+        except RuntimeError:  # shut down by a concurrent close
+            raise IndexCacheClosedError("remote index cache is closed") from None
+        try:
+            offset_index = self._load_one(
+                off_path,
+                lambda: self._rsm.fetch_index(md, IndexType.OFFSET),
+                lambda p: OffsetIndexView(p, start),
             )
-            try:
-                self._load_one(txn_path, lambda: self._fetch_txn(md), parse_txn_index)
-            except BaseException:
-                time_index.close()
-                raise
+        except BaseException:
+            # wait for the helper so its view is closed, not leaked; its error is secondary
+            with contextlib.suppress(BaseException):
+                rest.result().close()
+            raise
+        try:
+            time_index = rest.result()
         except BaseException:
             offset_index.close()
             raise
         return IndexEntry(md.remote_log_segment_id.id, start, offset_index, time_index, txn_path)
+
+    def _load_time_and_txn(
+        self, md: RemoteLogSegmentMetadata, time_path: Path, txn_path: Path
+    ) -> TimeIndexView:
+        start = md.start_offset
+        time_index = self._load_one(
+            time_path,
+            lambda: self._rsm.fetch_index(md, IndexType.TIMESTAMP),
+            lambda p: TimeIndexView(p, start),
+        )
+        try:
+            self._load_one(txn_path, lambda: self._fetch_txn(md), parse_txn_index)
+        except BaseException:
+            time_index.close()
+            raise
+        return time_index
 
     def _fetch_txn(self, md: RemoteLogSegmentMetadata) -> BinaryIO:
         try:
