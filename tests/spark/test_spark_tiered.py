@@ -393,7 +393,8 @@ def test_batch_read_of_a_remote_range_with_the_broker_stopped(
 ) -> None:
     recs, local_start = history
     bootstrap = tiered.broker.bootstrap
-    assert tiered.broker.stop() == 0
+    tiered.broker.stop()  # its exit code is the broker's business, not this test's
+    assert not tiered.broker.running
     start = {p: 5 + p for p in range(PARTS)}
     end = {p: local_start[p] - 3 for p in range(PARTS)}
     df = (
