@@ -1,6 +1,6 @@
 """Cold consumer read through the broker: kcat reads a topic whose data is only in the
-object store (moto S3 behind ``latency_proxy.py`` adding ~50 ms per request) and, in the
-same run, the same topic while its data is still local.
+object store (an S3-compatible server behind ``latency_proxy.py`` adding ~50 ms per request)
+and, in the same run, the same topic while its data is still local.
 
 Measured (issue 5 benchmarks (b)-(d)):
 
@@ -15,6 +15,10 @@ Measured (issue 5 benchmarks (b)-(d)):
   lives on disk, so the growth must stay within the memory caches (manifests, indexes) plus
   the chunks in flight, whatever the volume read.
 
+Stores (``--store``, comma-separated, each a full run of its own): ``s3rver`` (Node, from npm
+into ``.tools``; the default: fast enough on this machine that the proxy's latency, not the
+emulator's CPU, shapes the read) and ``moto`` (a Python server, CPU-bound at ~70 MiB/s here).
+
 How: two topics get the same volume of 1 KiB messages in 64 MiB segments: ``hot`` stays
 local, ``cold`` has ``remote.storage.enable=true`` and ``local.retention.bytes=1``, so once
 uploaded only its active segment stays local. Each round (``--rounds``, default 3) restarts
@@ -22,9 +26,10 @@ the broker (the chunk caches start empty), then kcat reads ``cold``, the same cl
 every chunk of the cold ``.log`` objects directly with as many parallel ranged GETs as the
 prefetch allows ("raw": what the store behind the proxy can deliver to such a reader at
 that moment), and kcat reads ``hot``. The machine is shared, so the ratios are per round
-and the medians are reported.
+and the medians are reported. No reader with ``prefetch`` bytes in flight can beat
+``prefetch / latency`` (Little's law); that bound is printed too.
 
-Run: ``.venv/bin/python bench/bench_cold_read.py [--mib 512] [--baseline]``;
+Run: ``.venv/bin/python bench/bench_cold_read.py [--mib 512] [--store s3rver,moto] [--baseline]``;
 ``TIERLOG_BENCH_COLD_MIB=64`` scales the volume down for a quick run (``--mib`` wins).
 """
 
@@ -48,9 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-import boto3
 import confluent_kafka as ck
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -83,33 +86,100 @@ def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 # ---- processes ---------------------------------------------------------------------------------
-class Moto:
-    def __init__(self) -> None:
+REPO = Path(__file__).resolve().parent.parent
+S3RVER = REPO / ".tools" / "node_modules" / ".bin" / "s3rver"
+S3RVER_INSTALL = "npm install --silent --no-audit --no-fund --prefix .tools s3rver"
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+class S3Server:
+    """An S3-compatible server subprocess on a free loopback port, path-style addressing."""
+
+    name = ""
+    key_id = "bench"
+    secret = "bench"
+
+    def __init__(self, root: Path, bucket: str) -> None:
         self.port = free_port()
-        self.proc = subprocess.Popen(
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc = self._spawn(root, bucket)
+        poll(self._up, 30, f"{self.name} listening")
+        self._create_bucket(bucket)
+
+    def _spawn(self, root: Path, bucket: str) -> subprocess.Popen[bytes]:
+        raise NotImplementedError
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
+        return port_open(self.port)
+
+    def _create_bucket(self, bucket: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class Moto(S3Server):
+    name = "moto"
+
+    def _spawn(self, root: Path, bucket: str) -> subprocess.Popen[bytes]:
+        server = str(Path(sys.executable).parent / "moto_server")
+        return subprocess.Popen(
+            [server, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def _create_bucket(self, bucket: str) -> None:
+        req = urllib.request.Request(f"{self.endpoint}/{bucket}", method="PUT")
+        urllib.request.urlopen(req, timeout=10).close()  # moto checks no signatures
+
+
+class S3rver(S3Server):
+    """s3rver keeps objects as plain files; it checks signatures against S3RVER/S3RVER."""
+
+    name = "s3rver"
+    key_id = "S3RVER"
+    secret = "S3RVER"
+
+    def _spawn(self, root: Path, bucket: str) -> subprocess.Popen[bytes]:
+        if not S3RVER.exists():
+            raise RuntimeError(f"{S3RVER} is missing: run `{S3RVER_INSTALL}` in {REPO}")
+        data = root / "s3rver"
+        data.mkdir()
+        return subprocess.Popen(
             [
-                str(Path(sys.executable).parent / "moto_server"),
-                "-H",
+                str(S3RVER),
+                "-d",
+                str(data),
+                "-a",
                 "127.0.0.1",
                 "-p",
                 str(self.port),
+                "-s",
+                "--configure-bucket",
+                bucket,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        poll(self._up, 30, "moto_server")
 
-    def _up(self) -> bool:
-        try:
-            urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
-            return True
-        except OSError:
-            return False
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
+STORES: dict[str, type[S3Server]] = {"s3rver": S3rver, "moto": Moto}
 
 
 class Broker:
@@ -306,12 +376,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def cold_read(
-    broker: Broker, proxy: LatencyProxy, moto: Moto, profile: Path | None = None
+    broker: Broker, proxy: LatencyProxy, store: S3Server, profile: Path | None = None
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
     cpu_before = cpu_seconds(broker.pid)
-    store_before = cpu_seconds(moto.proc.pid)
+    store_before = cpu_seconds(store.proc.pid)
     spy = None
     if profile is not None:  # py-spy on the broker for the duration of the read
         spy = subprocess.Popen(
@@ -334,12 +404,11 @@ def cold_read(
     with RssSampler(broker) as sampler:
         seconds, messages = kcat_read(broker.bootstrap, COLD)
     cpu = cpu_seconds(broker.pid) - cpu_before
-    store_cpu = cpu_seconds(moto.proc.pid) - store_before
+    store_cpu = cpu_seconds(store.proc.pid) - store_before
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(60)
-    with proxy._lock:
-        entries = list(proxy.log.entries)
+    entries = proxy.entries()
     gets = {"log": 0, "indexes": 0, "manifest": 0}
     suffixes = {"log": ".log", "indexes": ".indexes", "manifest": ".rsm-manifest"}
     for method, path, _range in entries:
@@ -371,43 +440,36 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    default_mib = int(os.environ.get("TIERLOG_BENCH_COLD_MIB", "512"))
-    parser.add_argument("--mib", type=int, default=default_mib, help="volume per topic")
-    parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--segment-mib", type=int, default=64)
-    parser.add_argument("--chunk-mib", type=int, default=4)
-    parser.add_argument("--prefetch-mib", type=int, default=16)
-    parser.add_argument("--cache-mib", type=int, default=256, help="disk chunk cache size")
-    parser.add_argument("--baseline", action="store_true", help="also read with no cache/prefetch")
-    parser.add_argument("--dir", type=Path, default=None)
-    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
-    args = parser.parse_args(argv)
+@dataclass
+class StoreRun:
+    """Everything one store's run measured."""
 
+    store: str
+    sent: int
+    remote_bytes: int
+    produce_s: float
+    upload_wait_s: float
+    colds: list[ColdRead]
+    hots: list[tuple[float, int]]
+    raws: list[float]
+    raw_store_cpu: list[float]
+    base: ColdRead | None
+
+
+def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     root = Path(tempfile.mkdtemp(prefix="tierlog-cold-", dir=args.dir))
-    moto = Moto()
-    proxy = LatencyProxy("127.0.0.1", moto.port, latency_s=args.latency_ms / 1000)
-    proxy.start()
     bucket = f"cold-{uuid.uuid4().hex[:12]}"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto.endpoint,
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
-        region_name="us-east-1",
-    )
-    s3.create_bucket(Bucket=bucket)
+    store = STORES[store_name](root, bucket)
+    proxy = LatencyProxy("127.0.0.1", store.port, latency_s=args.latency_ms / 1000)
+    proxy.start()
     log_dir = root / "data"
     rsm = {
         "storage.url": f"s3://{bucket}/tiered",
         "storage.s3.endpoint.url": f"http://127.0.0.1:{proxy.port}",
         "storage.s3.region": "us-east-1",
         "storage.s3.path.style.access.enabled": "true",
-        "storage.aws.access.key.id": "bench",
-        "storage.aws.secret.access.key": "bench",
+        "storage.aws.access.key.id": store.key_id,
+        "storage.aws.secret.access.key": store.secret,
         "chunk.size": str(args.chunk_mib * MiB),
         "fetch.chunk.cache.class": "disk",
         "fetch.chunk.cache.path": str(root / "chunk-cache"),
@@ -434,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     raw_store_cpu: list[float] = []
     base: ColdRead | None = None
     segment = str(args.segment_mib * MiB)
+    parallel = max(1, args.prefetch_mib // args.chunk_mib)
     try:
         broker.start()
         create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
@@ -466,69 +529,90 @@ def main(argv: list[str] | None = None) -> int:
                 f"{COLD}-{p} uploaded and deleted locally",
             )
         upload_wait_s = time.perf_counter() - t0
-        objects = remote_logs(s3, bucket)  # no transforms: stored size == segment size
+        objects = remote_logs(backend)  # no transforms: stored size == segment size
         remote_bytes = sum(size for _, size in objects)
-        total = sent * MESSAGE
         for r in range(args.rounds):
             if r > 0:  # a restart empties the chunk caches (the disk cache is wiped on start)
                 broker.stop()
                 broker.start()
-            colds.append(cold_read(broker, proxy, moto, args.profile if r == 0 else None))
-            store_before = cpu_seconds(moto.proc.pid)
-            raws.append(
-                raw_parallel_get(
-                    backend,
-                    objects,
-                    args.chunk_mib * MiB,
-                    max(1, args.prefetch_mib // args.chunk_mib),
-                )
-            )
-            raw_store_cpu.append(cpu_seconds(moto.proc.pid) - store_before)
+            colds.append(cold_read(broker, proxy, store, args.profile if r == 0 else None))
+            store_before = cpu_seconds(store.proc.pid)
+            raws.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
+            raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
             hots.append(kcat_read(broker.bootstrap, HOT))
         if args.baseline:
             broker.stop()
             broker.overrides["rsm.config.fetch.chunk.cache.class"] = "none"
             broker.overrides["rsm.config.fetch.chunk.cache.prefetch.max.size"] = "0"
             broker.start()
-            base = cold_read(broker, proxy, moto)
+            base = cold_read(broker, proxy, store)
     finally:
         broker.stop()
         proxy.stop()
-        moto.stop()
+        store.stop()
         shutil.rmtree(root, ignore_errors=True)
+    return StoreRun(
+        store_name,
+        sent,
+        remote_bytes,
+        produce_s,
+        upload_wait_s,
+        colds,
+        hots,
+        raws,
+        raw_store_cpu,
+        base,
+    )
+
+
+def report(run: StoreRun, args: argparse.Namespace) -> None:
+    total = run.sent * MESSAGE
 
     def rate(seconds: float) -> str:
         return f"{total / MiB / seconds:7.1f} MiB/s ({total * 8 / 1e6 / seconds:5.0f} Mbit/s)"
 
-    remote_gib = remote_bytes / GiB
-    chunk_target = 1.05 * remote_bytes / (args.chunk_mib * MiB)
+    remote_gib = run.remote_bytes / GiB
+    chunk_target = 1.05 * run.remote_bytes / (args.chunk_mib * MiB)
+    parallel = max(1, args.prefetch_mib // args.chunk_mib)
+    bound = args.prefetch_mib / (args.latency_ms / 1000) if args.latency_ms > 0 else float("inf")
     print(
-        f"{total / MiB:.0f} MiB of 1 KiB messages per topic, {args.partitions} partition(s); "
-        f"{remote_bytes / MiB:.0f} MiB remote in {args.segment_mib} MiB segments; chunk "
-        f"{args.chunk_mib} MiB, prefetch {args.prefetch_mib} MiB, disk cache {args.cache_mib} MiB; "
-        f"proxy +{args.latency_ms:.0f} ms/request; produce {total / MiB / produce_s:.0f} MiB/s, "
-        f"last upload {upload_wait_s:.1f} s after produce"
+        f"== {run.store}: {total / MiB:.0f} MiB of 1 KiB messages per topic, "
+        f"{args.partitions} partition(s); {run.remote_bytes / MiB:.0f} MiB remote in "
+        f"{args.segment_mib} MiB segments; chunk {args.chunk_mib} MiB, prefetch "
+        f"{args.prefetch_mib} MiB, disk cache {args.cache_mib} MiB; proxy "
+        f"+{args.latency_ms:.0f} ms/request; produce {total / MiB / run.produce_s:.0f} MiB/s, "
+        f"last upload {run.upload_wait_s:.1f} s after produce; load average "
+        f"{os.getloadavg()[0]:.1f}"
     )
-    for r, (cold, (hot_s, hot_n), raw_s) in enumerate(zip(colds, hots, raws, strict=True)):
+    for r, (cold, (hot_s, hot_n), raw_s) in enumerate(
+        zip(run.colds, run.hots, run.raws, strict=True)
+    ):
         bad = (
             ""
-            if cold.messages == sent and hot_n == sent
-            else f" (!! {cold.messages}/{hot_n} of {sent})"
+            if cold.messages == run.sent and hot_n == run.sent
+            else f" (!! {cold.messages}/{hot_n} of {run.sent})"
         )
         print(
             f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot_s)}, raw GETs "
-            f"{remote_bytes / MiB / raw_s:.1f} MiB/s; cold/hot {hot_s / cold.seconds:.2f}x, "
-            f"cold/raw {raw_s / cold.seconds * remote_bytes / total:.2f}x{bad}; moto busy "
-            f"{cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
-            f"{raw_store_cpu[r] / raw_s:.0%} (raw)"
+            f"{run.remote_bytes / MiB / raw_s:.1f} MiB/s; cold/hot {hot_s / cold.seconds:.2f}x, "
+            f"cold/raw {raw_s / cold.seconds * run.remote_bytes / total:.2f}x{bad}; "
+            f"{run.store} busy {cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
+            f"{run.raw_store_cpu[r] / raw_s:.0%} (raw); broker "
+            f"{cold.cpu_s / cold.seconds:.0%}"
         )
-    ratio = median([h / c.seconds for c, (h, _n) in zip(colds, hots, strict=True)])
+    ratio = median([h / c.seconds for c, (h, _n) in zip(run.colds, run.hots, strict=True)])
     print(f"(b) cold/hot median {ratio:.2f}x (target >= 0.8x)")
-    remote_share = remote_bytes / total
-    vs_raw = median([r / c.seconds * remote_share for c, r in zip(colds, raws, strict=True)])
-    parallel = max(1, args.prefetch_mib // args.chunk_mib)
+    remote_share = run.remote_bytes / total
+    vs_raw = median(
+        [r / c.seconds * remote_share for c, r in zip(run.colds, run.raws, strict=True)]
+    )
     print(f"(b) cold/raw median {vs_raw:.2f}x (raw: {parallel} parallel ranged GETs, same chunks)")
-    for name, cr in [(f"round {i + 1}", c) for i, c in enumerate(colds)] + [("baseline", base)]:
+    print(
+        f"(b) bound for any reader with {args.prefetch_mib} MiB in flight at "
+        f"+{args.latency_ms:.0f} ms: {bound:.0f} MiB/s (prefetch / latency, zero transfer time)"
+    )
+    runs = [(f"round {i + 1}", c) for i, c in enumerate(run.colds)]
+    for name, cr in [*runs, ("baseline", run.base)]:
         if cr is None:
             continue
         if name == "baseline":
@@ -544,17 +628,37 @@ def main(argv: list[str] | None = None) -> int:
             f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
             f"{cr.cpu_s / (total / GiB):.2f} s per GiB read"
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    default_mib = int(os.environ.get("TIERLOG_BENCH_COLD_MIB", "512"))
+    parser.add_argument("--mib", type=int, default=default_mib, help="volume per topic")
+    parser.add_argument("--store", default="s3rver", help="comma-separated: s3rver, moto")
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--segment-mib", type=int, default=64)
+    parser.add_argument("--chunk-mib", type=int, default=4)
+    parser.add_argument("--prefetch-mib", type=int, default=16)
+    parser.add_argument("--cache-mib", type=int, default=256, help="disk chunk cache size")
+    parser.add_argument("--baseline", action="store_true", help="also read with no cache/prefetch")
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
+    args = parser.parse_args(argv)
+    stores = [s.strip() for s in args.store.split(",") if s.strip()]
+    unknown = [s for s in stores if s not in STORES]
+    if unknown or not stores:
+        parser.error(f"--store: unknown {unknown}; choose from {sorted(STORES)}")
+    for name in stores:
+        report(run_store(name, args), args)
+        sys.stdout.flush()
     return 0
 
 
-def remote_logs(s3: Any, bucket: str) -> list[tuple[str, int]]:
+def remote_logs(backend: ObjectBackend) -> list[tuple[str, int]]:
     """(key, size) of every ``.log`` object, in key order."""
-    out = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tiered/"):
-        for o in page.get("Contents", []):
-            if o["Key"].endswith(".log"):
-                out.append((o["Key"], int(o["Size"])))
-    return sorted(out)
+    return sorted((k, n) for k, n in backend.list_objects("tiered/") if k.endswith(".log"))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+#: Response bytes relayed per read: large, so a multi-MiB GET body costs a few loop
+#: iterations rather than one per 64 KiB (the relay's CPU competes with the server and
+#: the broker on a small machine).
+_RELAY_BUFFER = 1 << 20
+
 _SLOWDOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
@@ -126,6 +131,11 @@ class LatencyProxy:
         with self._lock:
             return self.log.by_method[method]
 
+    def entries(self) -> list[tuple[str, str, str | None]]:
+        """A copy of the request log: (method, path, Range header) in arrival order."""
+        with self._lock:
+            return list(self.log.entries)
+
     def drop_connections(self) -> None:
         """Abort every open client connection (as if the server went away)."""
         loop = self._loop
@@ -149,6 +159,13 @@ class LatencyProxy:
         finally:
             server.close()
             self._abort_all()
+            # let every connection task see its aborted sockets and end, so none is
+            # destroyed pending when the loop closes
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             with contextlib.suppress(Exception):
                 loop.run_until_complete(server.wait_closed())
             loop.close()
@@ -208,7 +225,9 @@ class LatencyProxy:
                         await pump
                         # upstream closed after its last response: client must reconnect
                         return
-                    upstream_r, upstream_w = await asyncio.open_connection(*self.upstream)
+                    upstream_r, upstream_w = await asyncio.open_connection(
+                        *self.upstream, limit=_RELAY_BUFFER
+                    )
                     pump = asyncio.create_task(_pipe(upstream_r, client_w))
                 upstream_w.write(head + body)
                 await upstream_w.drain()
@@ -227,7 +246,7 @@ class LatencyProxy:
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        while data := await reader.read(256 * 1024):
+        while data := await reader.read(_RELAY_BUFFER):
             writer.write(data)
             await writer.drain()
     except (ConnectionError, OSError):
