@@ -10,7 +10,9 @@ so a response never ends in a partial batch.
 A read that ends within ``WARM_WINDOW_BYTES`` of its segment's end asks the storage plugin to
 warm the next segment when the plugin offers ``warm(metadata)`` (duck-typed, optional): the
 plugin's own read-ahead stops at a segment boundary, so without this a catching-up consumer
-would wait a full object-store round trip at the start of every segment.
+would wait a full object-store round trip at the start of every segment. The call runs on a
+small pool of its own, once per segment: ``warm`` starts with the next segment's manifest, a
+round trip the read that triggered it must not wait for.
 
 Timestamp lookups walk the epochs from the starting offset's epoch upward and consider only
 finished, in-lineage segments; when the matching segment is still present locally the caller
@@ -21,7 +23,11 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
@@ -70,6 +76,13 @@ _PREFIX = struct.Struct(">qi")
 WARM_WINDOW_BYTES = 16 * 1024 * 1024
 
 log = logging.getLogger(__name__)
+
+_WARM_THREADS = 2
+_WARMED_REMEMBERED = 4096
+_warm_pool = ThreadPoolExecutor(_WARM_THREADS, thread_name_prefix="remote-log-warm")
+_warm_lock = threading.Lock()
+#: Segments already handed to ``warm`` (bounded, oldest forgotten first).
+_warmed: OrderedDict[uuid.UUID, None] = OrderedDict()
 
 
 class RemoteOffsetOutOfRange(KafkaError):
@@ -243,16 +256,38 @@ def _warm_next(
     rlmm: RemoteLogMetadataManager,
     rsm: RemoteStorageManager,
 ) -> None:
-    """Best effort: a failure here must never fail the read that triggered it."""
+    """Best effort: a failure here must never fail (or delay) the read that triggered it."""
     warm = getattr(rsm, "warm", None)
     if warm is None or md.segment_size_in_bytes - end_position > WARM_WINDOW_BYTES:
         return
     try:
         nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
-        if nxt is not None:
-            warm(nxt)
+        if nxt is None:
+            return
+        key = nxt.remote_log_segment_id.id
+        with _warm_lock:
+            if key in _warmed:
+                return
+            _warmed[key] = None
+            while len(_warmed) > _WARMED_REMEMBERED:
+                _warmed.popitem(last=False)
+        _warm_pool.submit(_warm_one, warm, nxt, spec.tip, md.end_offset)
     except Exception as e:
         log.debug("%s: warming the segment after offset %d failed: %r", spec.tip, md.end_offset, e)
+
+
+def _warm_one(
+    warm: Callable[[RemoteLogSegmentMetadata], object],
+    nxt: RemoteLogSegmentMetadata,
+    tip: TopicIdPartition,
+    after: int,
+) -> None:
+    try:
+        warm(nxt)
+    except Exception as e:  # forget it, so a later read of the segment's tail tries again
+        with _warm_lock:
+            _warmed.pop(nxt.remote_log_segment_id.id, None)
+        log.debug("%s: warming the segment after offset %d failed: %r", tip, after, e)
 
 
 def _aborted_txns(

@@ -1,0 +1,103 @@
+"""Warming the next segment never delays the remote read that triggers it.
+
+The object-store plugin's ``warm`` starts with a manifest GET (an object-store round trip);
+called inline it stalled a catching-up consumer at every segment boundary. The RSM here is
+the real directory storage manager with a ``warm`` hook attached at the plugin boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
+
+from tierlog.protocol.records import iter_records, scan_batches
+from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
+
+
+class BlockingWarm:
+    """``warm(md)`` that records the segment's start offset and blocks until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, md: RemoteLogSegmentMetadata) -> int:
+        with self._lock:
+            self.calls.append(md.start_offset)
+        self.release.wait(DEADLINE_S)
+        return 0
+
+    def seen(self) -> list[int]:
+        with self._lock:
+            return list(self.calls)
+
+
+@pytest.fixture
+def st(tmp_path: Path) -> Iterator[Stack]:
+    s = make_stack(tmp_path)
+    s.produce(35, per_segment=10)
+    s.rlm.run_now(s.log.tp, "copy")
+    s.log.update_config(dataclasses.replace(s.log.config, local_retention_bytes=1))
+    s.log.run_retention()
+    assert s.log.local_log_start_offset == 30
+    yield s
+    s.close()
+
+
+def read_offsets(st: Stack, offset: int) -> list[int]:
+    results: list[RemoteFetchResult] = asyncio.run(
+        st.rlm.read_remote([RemoteFetchRequest(st.log, offset, 1 << 20)], 50 << 20)
+    )
+    data = results[0].records
+    return [r.offset for h in scan_batches(memoryview(data)) for r in iter_records(data, h)]
+
+
+def test_read_returns_while_the_next_segment_is_still_warming(st: Stack) -> None:
+    warm = BlockingWarm()
+    setattr(st.rsm, "warm", warm)  # noqa: B010 - duck-typed plugin hook
+    try:
+        # segments are tiny, so every read ends within the warm window of its segment
+        assert read_offsets(st, 0) == list(range(10))
+        wait_until(lambda: warm.seen() == [10], "segment 10.. handed to warm")
+        assert not warm.release.is_set()  # the read above finished while warm was blocked
+        assert read_offsets(st, 5) == list(range(5, 10))
+    finally:
+        warm.release.set()
+
+
+def test_each_next_segment_is_warmed_once(st: Stack) -> None:
+    warm = BlockingWarm()
+    warm.release.set()
+    setattr(st.rsm, "warm", warm)  # noqa: B010 - duck-typed plugin hook
+    for offset in (0, 3, 7):  # three reads near the end of segment 0..9
+        assert read_offsets(st, offset)[0] == offset
+    assert read_offsets(st, 10) == list(range(10, 20))
+    # warm calls start in submission order: once 20 is seen, a repeat of 10 would be too
+    wait_until(lambda: 20 in warm.seen(), "segment 20.. handed to warm")
+    assert warm.seen() == [10, 20]
+
+
+def test_a_failing_warm_never_fails_the_read_and_is_retried(st: Stack) -> None:
+    attempts: list[int] = []
+
+    def failing(md: RemoteLogSegmentMetadata) -> int:
+        attempts.append(md.start_offset)
+        raise OSError("store unreachable")
+
+    setattr(st.rsm, "warm", failing)  # noqa: B010 - duck-typed plugin hook
+    assert read_offsets(st, 0) == list(range(10))
+    wait_until(lambda: attempts == [10], "first warm attempt")
+    # a failed warm is forgotten, so the next read of the tail tries again
+    wait_until(
+        lambda: read_offsets(st, 2)[0] == 2 and len(attempts) >= 2,
+        "second warm attempt after the failure",
+    )
+    assert set(attempts) == {10}
