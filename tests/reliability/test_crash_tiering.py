@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -178,6 +179,7 @@ def _settled_audit(b: BrokerProcess, bucket: Bucket, timeout_s: float) -> AuditR
     return last[0]
 
 
+@pytest.mark.timeout(scale(300, 1500))
 def test_kill_during_tiering_loses_no_acknowledged_record(
     broker_factory: Callable[..., BrokerProcess], moto: ServerProcess, proxy: Any
 ) -> None:
@@ -228,7 +230,9 @@ def test_kill_during_tiering_loses_no_acknowledged_record(
     report = _settled_audit(b, bucket, 90)
     settle_s = time.monotonic() - t_settle
     uploaded = int(metric(b.metrics_url, "tierlog_remote_log_metadata_count", topic=TOPIC))
-    assert "Traceback" not in b.stderr.replace("RemoteStorageException", ""), b.stderr[-3000:]
+    # no request failed inside the broker (storage errors are logged with tracebacks, and
+    # may happen under load: they are retried, so they are not failures here)
+    assert b.running and not re.search(r" v\d+ from \S+ failed", b.stderr), b.stderr[-3000:]
     record(
         "crash.kill_during_tiering",
         cycles=cycles,

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rel_helpers import must_create_topic, record, sample_resources, scale, value_of, wire_fetch
 from s3_env import Bucket, ServerProcess, metric, tiered_overrides, tiered_topic_configs
@@ -151,6 +152,7 @@ class LoadConsumer:
         self._c.close()
 
 
+@pytest.mark.timeout(scale(300, 1500))  # the soak runs for 10 minutes plus set-up
 def test_load_with_continuous_tiering(
     broker_factory: Callable[..., BrokerProcess], moto: ServerProcess
 ) -> None:

@@ -91,6 +91,7 @@ def _copy_lag(b: BrokerProcess) -> float:
     return metric(b.metrics_url, "tierlog_remote_copy_lag_segments", topic=TOPIC)
 
 
+@pytest.mark.timeout(scale(300, 900))
 def test_object_store_outage_and_faults(
     broker_factory: Callable[..., BrokerProcess], moto: ServerProcess, store: Store
 ) -> None:
