@@ -299,21 +299,52 @@ def _produce(
     p.flush(120)
 
 
-def _wait_tiered(bootstrap: str, topic: str, fraction: float, timeout_s: float) -> dict[int, int]:
-    """Poll until `fraction` of every partition is remote only; returns local start offsets."""
+def _wait_tiered(bootstrap: str, topic: str, timeout_s: float) -> dict[int, int]:
+    """Poll until every sealed segment is uploaded and gone from the local tier (the local
+    start offsets stop moving and the highest tiered offset sits just below them)."""
     from tierlog.spark.wire import BrokerClient
 
     deadline = time.monotonic() + timeout_s
+    tps = [(topic, p) for p in range(4)]
+    last: dict[int, int] = {}
+    still = 0
     while True:
         with BrokerClient(bootstrap) as c:
-            tps = [(topic, p) for p in range(4)]
             local = {tp[1]: o for tp, (o, _) in c.list_offsets(dict.fromkeys(tps, -4)).items()}
-            end = {tp[1]: o for tp, (o, _) in c.list_offsets(dict.fromkeys(tps, -1)).items()}
-        if all(local[p] >= fraction * end[p] for p in range(4)):
+            tiered = {tp[1]: o for tp, (o, _) in c.list_offsets(dict.fromkeys(tps, -5)).items()}
+        done = all(local[p] > 0 and tiered[p] == local[p] - 1 for p in range(4))
+        still = still + 1 if done and local == last else 0
+        if still >= 4:
             return local
         if time.monotonic() > deadline:
-            raise RuntimeError(f"not tiered after {timeout_s}s: local starts {local}, ends {end}")
+            raise RuntimeError(f"not tiered after {timeout_s}s: local starts {local}")
+        last = local
         time.sleep(0.5)
+
+
+def _tree_cpu_seconds(root_pid: int) -> float:
+    """CPU seconds used so far by a process tree (reaped children included): on a shared
+    machine, throughput swings with other load while CPU per record does not."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        f = stats.get(pid)
+        if f is not None:
+            total += sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+        todo.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def bench_cold(
@@ -340,7 +371,7 @@ def bench_cold(
                 "local.retention.bytes": "1",
             }
             _produce(bootstrap, "cold", records, value_size, configs)
-            local = _wait_tiered(bootstrap, "cold", 0.7, 600)
+            local = _wait_tiered(bootstrap, "cold", 600)
             cold = {"cold": {str(p): o for p, o in local.items()}}
             spark = (
                 SparkSession.builder.master(master)
@@ -371,20 +402,32 @@ def bench_cold(
                 f"{'zstd chunks' if transforms else 'no transforms'}"
             )
             best = dict.fromkeys(sources, float("inf"))
-            for opts in sources.values():  # warm up workers, plugin instances, page cache
-                assert spark.read.format("tierlog").options(**opts).load().count() == n
+            cpu = dict.fromkeys(sources, float("inf"))
+            broker_cpu = dict.fromkeys(sources, float("inf"))
+            tasks = dict.fromkeys(sources, 0)
+            for name, opts in sources.items():  # warm up workers, plugin instances, cache
+                df = spark.read.format("tierlog").options(**opts).load()
+                assert df.count() == n
+                tasks[name] = df.rdd.getNumPartitions()
             for _ in range(runs):
                 for name, opts in sources.items():
                     df = spark.read.format("tierlog").options(**opts).load()
-                    t0 = time.perf_counter()
+                    b0 = _tree_cpu_seconds(proc.pid)
+                    c0, t0 = _tree_cpu_seconds(os.getpid()), time.perf_counter()
                     df.write.format("noop").mode("overwrite").save()
                     best[name] = min(best[name], time.perf_counter() - t0)
+                    cpu[name] = min(cpu[name], _tree_cpu_seconds(os.getpid()) - c0)
+                    broker_cpu[name] = min(broker_cpu[name], _tree_cpu_seconds(proc.pid) - b0)
             for name, t in best.items():
                 print(
-                    f"{name:7} {n / t / 1e6:6.2f} Mrec/s {mb / t:7.0f} MB/s "
-                    f"{stored / 1e6 / t:7.0f} MB/s stored ({t:.2f} s)"
+                    f"{name:7} {tasks[name]:3} tasks {n / t / 1e6:6.2f} Mrec/s {mb / t:5.0f} MB/s "
+                    f"({t:.2f} s); CPU {cpu[name]:.2f} s = {n / cpu[name] / 1e6:.2f} Mrec/CPU-s, "
+                    f"of which broker {broker_cpu[name]:.2f} s"
                 )
-            print(f"direct / broker: {best['broker'] / best['direct']:.2f}x")
+            print(
+                f"direct / broker: {best['broker'] / best['direct']:.2f}x wall, "
+                f"{cpu['broker'] / cpu['direct']:.2f}x CPU"
+            )
             spark.stop()
         finally:
             proc.terminate()

@@ -58,8 +58,9 @@ def _catalog(opts: SourceOptions) -> Catalog:
     return Catalog(opts, _remote_catalog)
 
 
-#: Pack small cold slices into no fewer input partitions than this (see `pack_slices`).
-MIN_PACKED_PARTITIONS = 8
+#: Packing never goes below one input partition per topic partition, as many as Spark's
+#: Kafka source plans; `minPartitions` asks for more (see `pack_slices`).
+MIN_PACKED_PARTITIONS = 1
 
 
 class SlicePartition(InputPartition):  # type: ignore[misc]
