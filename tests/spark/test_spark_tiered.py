@@ -182,13 +182,13 @@ def wait_mostly_remote(
     """Wait until `fraction` of every partition is in the bucket only; returns the first
     local offset per partition (everything below it is remote)."""
 
-    def settled() -> dict[int, int] | None:
+    def settled() -> dict[int, int]:
         local, tiered = (
             offsets(bootstrap, topic, EARLIEST_LOCAL),
             offsets(bootstrap, topic, LATEST_TIERED),
         )
         ok = all(tiered[p] == local[p] - 1 and local[p] >= fraction * ends[p] for p in range(PARTS))
-        return local if ok else None
+        return local if ok else {}
 
     return wait_until(settled, 60, 0.2, what=f"{topic} mostly tiered")
 
