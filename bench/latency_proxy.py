@@ -159,13 +159,13 @@ class LatencyProxy:
         finally:
             server.close()
             self._abort_all()
-            # let every connection task see its aborted sockets and end, so none is
-            # destroyed pending when the loop closes
+            # let every connection task see its aborted sockets and end by itself, so none
+            # is destroyed pending when the loop closes (cancelling them instead makes
+            # asyncio's server callback log each CancelledError)
             tasks = asyncio.all_tasks(loop)
-            for task in tasks:
-                task.cancel()
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            if tasks:
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(asyncio.wait(tasks, timeout=2))
             with contextlib.suppress(Exception):
                 loop.run_until_complete(server.wait_closed())
             loop.close()
