@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,spark]'
 	@# Azurite (Azure Blob emulator) for the object-store backend contract tests.
 	@test -x .tools/node_modules/.bin/azurite-blob || npm install --silent --no-audit --no-fund --prefix .tools azurite
+	@# s3rver: a fast S3-compatible server for the cold-read benchmark (tests use moto).
+	@test -x .tools/node_modules/.bin/s3rver || npm install --silent --no-audit --no-fund --prefix .tools s3rver
 	@touch $(STAMP)
 
 run: install
