@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -252,11 +253,68 @@ def bench_scan(records: int, value_size: int, runs: int) -> None:
             proc.wait(30)
 
 
-def _start_tiered_broker(root: Path, bucket: Path, transforms: bool) -> BrokerProc:
-    """A broker tiering to an object-store `file://` bucket (the production plugin)."""
+#: Credentials of the S3 variant: secret, so the broker does not disclose them and the
+#: job passes them itself, as a real job would.
+S3_SECRETS = {"storage.aws.access.key.id": "x", "storage.aws.secret.access.key": "x"}
+
+
+def _start_s3(latency_ms: float) -> tuple[Callable[[], None], dict[str, str]]:
+    """moto's S3 server behind the latency proxy; returns (stop, plugin settings)."""
+    import urllib.request
+
+    import boto3
+
+    from latency_proxy import LatencyProxy
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    moto = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("moto_server did not start") from None
+            time.sleep(0.1)
+    boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="bench")
+    proxy = LatencyProxy("127.0.0.1", port, latency_s=latency_ms / 1000)
+    proxy_port = proxy.start()
+
+    def stop() -> None:
+        proxy.stop()
+        moto.terminate()
+        moto.wait(10)
+
+    return stop, {
+        "storage.url": "s3://bench/tiered",
+        "storage.s3.endpoint.url": f"http://127.0.0.1:{proxy_port}",
+        "storage.s3.region": "us-east-1",
+        "storage.s3.path.style.access.enabled": "true",
+    }
+
+
+def _start_tiered_broker(
+    root: Path, bucket: Path, transforms: bool, store: dict[str, str] | None = None
+) -> BrokerProc:
+    """A broker tiering with the object-store plugin: a `file://` bucket, or `store`."""
+    settings = {"storage.url": bucket.as_uri()} if store is None else {**store, **S3_SECRETS}
+    settings["fetch.chunk.cache.class"] = "none"  # a history scan is read once: no warm cache
     overrides = {
         "remote.log.storage.manager.class.name": "objectstore",
-        "rsm.config.storage.url": bucket.as_uri(),
+        **{f"rsm.config.{k}": v for k, v in settings.items()},
         "remote.log.manager.task.interval.ms": "500",
         "log.retention.check.interval.ms": "500",
         "log.segment.delete.delay.ms": "0",
@@ -348,7 +406,13 @@ def _tree_cpu_seconds(root_pid: int) -> float:
 
 
 def bench_cold(
-    records: int, value_size: int, runs: int, master: str, transforms: bool, segment_mb: int
+    records: int,
+    value_size: int,
+    runs: int,
+    master: str,
+    transforms: bool,
+    segment_mb: int,
+    s3_latency_ms: float | None,
 ) -> None:
     """Cold history scan of a fully tiered topic: executors reading the bucket directly
     (the default) against the same scan through the broker's Fetch path, which serves the
@@ -363,7 +427,8 @@ def bench_cold(
         root = Path(tmp)
         bucket = root / "bucket"
         bucket.mkdir()
-        proc, bootstrap = _start_tiered_broker(root, bucket, transforms)
+        stop_s3, store = _start_s3(s3_latency_ms) if s3_latency_ms is not None else (None, None)
+        proc, bootstrap = _start_tiered_broker(root, bucket, transforms, store)
         try:
             configs = {
                 "remote.storage.enable": "true",
@@ -389,17 +454,21 @@ def bench_cold(
                 "subscribe": "cold",
                 "endingOffsets": json.dumps(cold),  # the remote part only
             }
+            base["tierlog.rsm.config.fetch.chunk.cache.class"] = "none"  # cold, as the broker
+            if store is not None:
+                base.update({f"tierlog.rsm.config.{k}": v for k, v in S3_SECRETS.items()})
             sources = {
                 "direct": base,
                 "broker": {**base, "tierlog.remote.reads": "false"},
             }
             n = sum(local.values())
-            stored = sum(f.stat().st_size for f in bucket.rglob("*.log"))
+            stored = _stored_log_bytes(bucket, store)
             mb = n * value_size / 1e6
             print(
                 f"cold scan ({master}): {n} remote records x {value_size} B "
                 f"({mb:.0f} MB of values, {stored / 1e6:.0f} MB of .log objects), lz4 batches, "
-                f"{'zstd chunks' if transforms else 'no transforms'}"
+                f"{'zstd chunks' if transforms else 'no transforms'}, "
+                + (f"S3 (moto) +{s3_latency_ms:.0f} ms/request" if store else "file:// bucket")
             )
             best = dict.fromkeys(sources, float("inf"))
             cpu = dict.fromkeys(sources, float("inf"))
@@ -432,6 +501,18 @@ def bench_cold(
         finally:
             proc.terminate()
             proc.wait(30)
+            if stop_s3 is not None:
+                stop_s3()
+
+
+def _stored_log_bytes(bucket: Path, store: dict[str, str] | None) -> int:
+    if store is None:
+        return sum(f.stat().st_size for f in bucket.rglob("*.log"))
+    from tierlog.spark.bucket import list_bucket, object_store
+    from tierlog.spark.segments import RsmSpec
+
+    rsm = object_store(RsmSpec.of("objectstore", {**store, **S3_SECRETS}))
+    return sum(o.size for o in list_bucket(rsm) if o.key.endswith(".log"))
 
 
 def main() -> None:
@@ -453,6 +534,9 @@ def main() -> None:
     c.add_argument("--master", default="local[2]")
     c.add_argument("--segment-mb", type=int, default=4)
     c.add_argument("--transforms", action="store_true", help="zstd chunks in the bucket")
+    c.add_argument(
+        "--s3-latency-ms", type=float, help="S3 (moto) behind a proxy adding this latency"
+    )
     args = ap.parse_args()
     if args.cmd == "decoder":
         bench_decoder(args.records, args.value_size, args.per_batch, args.runs)
@@ -460,7 +544,13 @@ def main() -> None:
         bench_scan(args.records, args.value_size, args.runs)
     else:
         bench_cold(
-            args.records, args.value_size, args.runs, args.master, args.transforms, args.segment_mb
+            args.records,
+            args.value_size,
+            args.runs,
+            args.master,
+            args.transforms,
+            args.segment_mb,
+            args.s3_latency_ms,
         )
 
 
