@@ -18,6 +18,7 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import shutil
 import threading
@@ -174,7 +175,12 @@ class _MemoryStore(_Store[K, V, V]):
         pass
 
 
-class _DiskStore(_Store[K, bytes, Path]):
+class _DiskStore(_Store[K, bytes | memoryview, Path]):
+    """Chunks as files. A hit maps the file instead of reading it: a reader usually wants
+    a fraction of a chunk (a 1 MiB Fetch from a 4 MiB chunk), and with a mapping only the
+    pages it touches are read, straight from the page cache with no copy. The mapping stays
+    valid if the file is evicted (unlinked) while a reader still holds it."""
+
     def __init__(self, directory: Path, name_of: Callable[[K], str]) -> None:
         self._dir = directory
         self._name_of = name_of
@@ -184,7 +190,7 @@ class _DiskStore(_Store[K, bytes, Path]):
         self._seq = 0
         self._seq_lock = threading.Lock()
 
-    def persist(self, key: K, value: bytes) -> Path:
+    def persist(self, key: K, value: bytes | memoryview) -> Path:
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
@@ -195,9 +201,13 @@ class _DiskStore(_Store[K, bytes, Path]):
         os.replace(tmp, final)
         return final
 
-    def materialise(self, handle: Path) -> bytes | None:
+    def materialise(self, handle: Path) -> bytes | memoryview | None:
         try:
-            return handle.read_bytes()
+            with open(handle, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    return b""
+                return memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
         except FileNotFoundError:
             return None
 
@@ -382,7 +392,7 @@ def disk_chunk_cache(
     capacity_bytes: int,
     ttl_seconds: float,
     clock: Callable[[], float] = time.monotonic,
-) -> Cache[ChunkKey, bytes, Path]:
+) -> Cache[ChunkKey, bytes | memoryview, Path]:
     store: _DiskStore[ChunkKey] = _DiskStore(directory, _chunk_file_name)
     return Cache(
         "chunk_disk",

@@ -24,8 +24,8 @@ class ChunkStream(io.RawIOBase):
         start: int,
         end_inclusive: int,
         *,
-        load: Callable[[int], bytes],
-        ahead: Callable[[int], bytes | None],
+        load: Callable[[int], bytes | memoryview],
+        ahead: Callable[[int], bytes | memoryview | None],
         pool: Executor | None,
         read_ahead: int,
     ) -> None:
@@ -39,7 +39,7 @@ class ChunkStream(io.RawIOBase):
         self._ahead = ahead
         self._pool = pool
         self._read_ahead = read_ahead if pool is not None else 0
-        self._pending: deque[tuple[int, Future[bytes | None]]] = deque()
+        self._pending: deque[tuple[int, Future[bytes | memoryview | None]]] = deque()
         self._buf = memoryview(b"")
 
     def readable(self) -> bool:
@@ -95,7 +95,7 @@ class ChunkStream(io.RawIOBase):
             self._skip = 0
         self._buf = view[: self._remaining]
 
-    def _take(self, chunk_id: int) -> bytes:
+    def _take(self, chunk_id: int) -> bytes | memoryview:
         if self._pending and self._pending[0][0] == chunk_id:
             _, future = self._pending.popleft()
             if not future.cancel():

@@ -128,7 +128,7 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
             weigher=len,
         )
         chunk_ttl = cfg.fetch_chunk_cache_retention_ms / 1000
-        self.chunk_cache: Cache[ChunkKey, bytes, Any]
+        self.chunk_cache: Cache[ChunkKey, bytes | memoryview, Any]
         if cfg.fetch_chunk_cache_class == "disk":
             assert cfg.fetch_chunk_cache_path is not None
             self.chunk_cache = disk_chunk_cache(
@@ -349,12 +349,12 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
             f"{keys.base}#{manifest.upload_id}",
         )
 
-    def _chunk(self, seg: OpenSegment, chunk_id: int) -> bytes:
+    def _chunk(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
         return self.chunk_cache.get(
             (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
         )
 
-    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | None:
+    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview | None:
         """Read-ahead task: with a chunk cache, load into it and let the reader hit it;
         without one, hand the bytes to the stream directly."""
         if self._caching_chunks:
