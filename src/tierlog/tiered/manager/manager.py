@@ -73,6 +73,7 @@ from tierlog.tiered.manager.reader import (
     RemoteOffsetOutOfRange,
     RemoteReadSpec,
     find_offset_by_timestamp,
+    forget_parked_reads,
     read_remote_segment,
 )
 from tierlog.tiered.manager.scheduling import (
@@ -108,7 +109,7 @@ class RemoteFetchResult:
 
     request: RemoteFetchRequest
     error: ErrorCode = ErrorCode.NONE
-    records: bytes = b""
+    records: bytes | memoryview = b""
     aborted_transactions: list[AbortedTxn] | None = None
     throttled: bool = False
     error_message: str = ""
@@ -218,6 +219,7 @@ class RemoteLogManager:
         for t in tasks:
             t.idle.wait(max(0.0, deadline - time.monotonic()))
         self.index_cache.close()
+        forget_parked_reads(self.rsm)
         for plugin in (self.rsm, self.rlmm):
             try:
                 plugin.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from tierlog.protocol.records import (
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     RECORDS_OFFSET,
+    BatchHeader,
     RecordsError,
     check_batch,
     iter_records,
@@ -103,16 +105,21 @@ class RemoteSegmentCorrupted(KafkaError):
         )
 
 
-def _valid(batch: bytes, md: RemoteLogSegmentMetadata, expected_base: int | None) -> bool:
-    """CRC, plus the offsets the CRC does not cover: inside the segment, and contiguous with
-    the previous batch (tiered topics are never compacted)."""
+def _checked(
+    buf: memoryview, pos: int, end: int, md: RemoteLogSegmentMetadata, expected_base: int | None
+) -> BatchHeader | None:
+    """The header of the batch at ``buf[pos:end]`` if it passes its CRC (computed over the
+    buffer in place) and the offset checks the CRC does not cover: inside the segment, and
+    contiguous with the previous batch (tiered topics are never compacted)."""
     try:
-        h = check_batch(batch, 0, len(batch), verify_crc=True)
+        h = check_batch(buf, pos, end, verify_crc=True)
     except RecordsError:
-        return False
+        return None
     if expected_base is not None and h.base_offset != expected_base:
-        return False
-    return md.start_offset <= h.base_offset <= h.last_offset <= md.end_offset
+        return None
+    if not md.start_offset <= h.base_offset <= h.last_offset <= md.end_offset:
+        return None
+    return h
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ class RemoteReadSpec:
 
 @dataclass(frozen=True)
 class RemoteReadData:
-    records: bytes
+    records: bytes | memoryview
     aborted_transactions: list[AbortedTxn] | None
     segment: RemoteLogSegmentMetadata | None
     bytes_fetched: int = 0
@@ -164,6 +171,131 @@ def _next_batch(stream: BinaryIO) -> bytes | None:
     return None if rest is None else prefix + rest
 
 
+class _Cursor:
+    """A plugin stream over one remote segment, at a batch boundary, plus the bytes already
+    read from it but not yet served (``carry``). Parked between Fetches, it lets a consumer
+    reading sequentially continue where its previous Fetch stopped: no new stream, no index
+    lookup, no chunk looked up and mapped again, no read-ahead rescheduled."""
+
+    __slots__ = ("carry", "md", "position", "rsm", "stream", "used_at")
+
+    def __init__(
+        self,
+        md: RemoteLogSegmentMetadata,
+        rsm: RemoteStorageManager,
+        stream: BinaryIO,
+        position: int,
+    ) -> None:
+        self.md = md
+        self.rsm = rsm
+        self.stream = stream
+        self.position = position  # segment position of the first unserved byte
+        self.carry: memoryview = memoryview(b"")
+        self.used_at = 0.0
+
+    def read(self, n: int) -> memoryview:
+        """The next ``n`` bytes as one buffer (fewer only where the stream ends), consumed:
+        one copy from the plugin's chunk into a buffer the Fetch response can send as is."""
+        if len(self.carry) >= n:
+            out = self.carry[:n]
+            self.carry = self.carry[n:]
+        else:
+            buf = memoryview(bytearray(n))
+            got = len(self.carry)
+            buf[:got] = self.carry
+            self.carry = memoryview(b"")
+            readinto: Callable[[memoryview], int | None] | None = getattr(
+                self.stream, "readinto", None
+            )
+            while got < n:
+                if readinto is not None:
+                    k = readinto(buf[got:]) or 0
+                else:  # a plugin stream that only offers read()
+                    part = self.stream.read(n - got)
+                    k = len(part)
+                    buf[got : got + k] = part
+                if not k:
+                    break
+                got += k
+            out = buf[:got]
+        self.position += len(out)
+        return out
+
+    def unread(self, tail: memoryview) -> None:
+        """Give back the end of what ``read`` returned, to be served first next time."""
+        if not tail:
+            return
+        if self.carry:
+            tail = memoryview(bytes(tail) + bytes(self.carry))
+        elif 2 * len(tail) < len(memoryview(tail.obj)):  # do not pin a large buffer for a tail
+            tail = memoryview(bytes(tail))
+        self.carry = tail
+        self.position -= len(tail)
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        except Exception as e:  # closing only cancels read-ahead; nothing to report
+            log.debug("closing a remote segment stream failed: %r", e)
+
+
+#: Parked cursors, keyed by (partition, offset of the next batch). Bounded in number and
+#: idle time: each holds its carry (under one batch) and the plugin stream's current chunk.
+_PARKED_MAX = 16
+_PARKED_IDLE_S = 30.0
+_parked_lock = threading.Lock()
+_parked: OrderedDict[tuple[TopicIdPartition, int], _Cursor] = OrderedDict()
+
+
+def _unpark(
+    rsm: RemoteStorageManager, tip: TopicIdPartition, md: RemoteLogSegmentMetadata, offset: int
+) -> _Cursor | None:
+    """The cursor a previous read left at ``offset`` of this very segment, taken (so two
+    concurrent reads never share one); None if there is none."""
+    with _parked_lock:
+        cursor = _parked.pop((tip, offset), None)
+    if cursor is None:
+        return None
+    if (
+        cursor.rsm is rsm
+        and cursor.md.remote_log_segment_id == md.remote_log_segment_id
+        and time.monotonic() - cursor.used_at <= _PARKED_IDLE_S
+    ):
+        return cursor
+    cursor.close()
+    return None
+
+
+def _park(cursor: _Cursor, tip: TopicIdPartition, next_offset: int) -> None:
+    now = time.monotonic()
+    cursor.used_at = now
+    dropped: list[_Cursor] = []
+    with _parked_lock:
+        old = _parked.pop((tip, next_offset), None)
+        if old is not None:
+            dropped.append(old)
+        _parked[(tip, next_offset)] = cursor
+        while len(_parked) > _PARKED_MAX:
+            dropped.append(_parked.popitem(last=False)[1])
+        while _parked:
+            key, oldest = next(iter(_parked.items()))
+            if now - oldest.used_at <= _PARKED_IDLE_S:
+                break
+            del _parked[key]
+            dropped.append(oldest)
+    for c in dropped:
+        c.close()
+
+
+def forget_parked_reads(rsm: RemoteStorageManager | None = None) -> None:
+    """Close the parked cursors of ``rsm`` (all when None), e.g. when it is closed."""
+    with _parked_lock:
+        keys = [k for k, c in _parked.items() if rsm is None or c.rsm is rsm]
+        dropped = [_parked.pop(k) for k in keys]
+    for c in dropped:
+        c.close()
+
+
 def _segment_for(
     rlmm: RemoteLogMetadataManager, tip: TopicIdPartition, epochs: Sequence[EpochEntry], offset: int
 ) -> RemoteLogSegmentMetadata | None:
@@ -190,63 +322,99 @@ def read_remote_segment(
         )
     fetched = 0
     while True:
-        position = cache.lookup_offset(md, offset)
-        fetched_before = fetched
-        stream = rsm.fetch_log_segment(md, position)
+        cursor = _unpark(rsm, spec.tip, md, offset)
+        if cursor is None:
+            position = cache.lookup_offset(md, offset)
+            cursor = _Cursor(md, rsm, rsm.fetch_log_segment(md, position), position)
+        parked = False
         try:
-            first: bytes | None = None
-            last_seen = -1
-            while True:
-                batch = _next_batch(stream)
-                if batch is None:
-                    break
-                fetched += len(batch)
-                last_seen = read_header(batch).last_offset
-                if last_seen >= offset:
-                    if not _valid(batch, md, None):
-                        raise RemoteSegmentCorrupted(
-                            md, f"the batch holding {offset} fails its CRC"
-                        )
-                    first = batch
-                    break
-            if first is None and last_seen < md.end_offset:
+            before = cursor.position
+            size, last_seen = _skip_to(cursor, offset)
+            fetched += cursor.position - before
+            if size is None and last_seen < md.end_offset:
                 # tiered topics are never compacted: a whole copy reaches its end offset
                 raise RemoteSegmentCorrupted(
                     md, f"its data ends after offset {last_seen} (reading {offset})"
                 )
-            if first is None:
+            if size is None:
                 nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
                 if nxt is None:
                     return RemoteReadData(b"", [] if spec.read_committed else None, md, fetched)
                 md = nxt
                 continue
-            if not spec.min_one_message and len(first) > spec.max_bytes:
+            if not spec.min_one_message and size > spec.max_bytes:
+                _park(cursor, spec.tip, offset)
+                parked = True
                 return RemoteReadData(b"", [] if spec.read_committed else None, md, fetched)
-            out = [first]
-            used = len(first)
-            while used < spec.max_bytes:
-                batch = _next_batch(stream)
-                if (
-                    batch is None
-                    or used + len(batch) > spec.max_bytes
-                    or not _valid(batch, md, read_header(out[-1]).last_offset + 1)
-                ):
-                    # a damaged batch ends this read; the next fetch starts there and fails
-                    if batch is not None:
-                        fetched += len(batch)
-                    break
-                fetched += len(batch)
-                out.append(batch)
-                used += len(batch)
+            want = spec.max_bytes
+            if md.segment_size_in_bytes > cursor.position:  # no buffer beyond the segment
+                want = min(want, md.segment_size_in_bytes - cursor.position)
+            window = cursor.read(max(size, want))
+            served, last = _whole_valid_batches(window, md)
+            if served == 0:
+                if len(window) < size:
+                    raise RemoteSegmentCorrupted(
+                        md, f"its data ends inside the batch holding {offset}"
+                    )
+                raise RemoteSegmentCorrupted(md, f"the batch holding {offset} fails its CRC")
+            # a damaged batch after the first ends this read; the next fetch starts there
+            # (from the parked carry) and fails
+            cursor.unread(window[served:])
+            fetched += served
+            records = window[:served]
+            if last < md.end_offset:
+                _park(cursor, spec.tip, last + 1)
+                parked = True
         finally:
-            stream.close()
-        records = b"".join(out)
-        _warm_next(spec, md, position + fetched - fetched_before, rlmm, rsm)
+            if not parked:
+                cursor.close()
+        _warm_next(spec, md, cursor.position, rlmm, rsm)
         aborted = None
         if spec.read_committed:
-            upper = read_header(out[-1]).next_offset
-            aborted = _aborted_txns(spec, md, upper, rlmm, cache)
+            aborted = _aborted_txns(spec, md, last + 1, rlmm, cache)
         return RemoteReadData(records, aborted, md, fetched)
+
+
+def _skip_to(cursor: _Cursor, offset: int) -> tuple[int | None, int]:
+    """Move ``cursor`` to the batch holding ``offset`` (the index points at or before it)
+    reading only batch headers; its size, or None where the data ends, and the last offset
+    of the batches passed over."""
+    last_seen = -1
+    while True:
+        head = cursor.read(RECORDS_OFFSET)
+        if len(head) < LOG_OVERHEAD:
+            return None, last_seen
+        _base, length = _PREFIX.unpack_from(head)
+        if length < RECORDS_OFFSET - LOG_OVERHEAD or len(head) < RECORDS_OFFSET:
+            return None, last_seen  # trailing garbage or preallocated zeros: the end
+        size = LOG_OVERHEAD + length
+        h = read_header(head)
+        cursor.unread(head)
+        if h.last_offset >= offset:
+            return size, last_seen
+        last_seen = h.last_offset
+        if len(cursor.read(size)) < size:
+            return None, last_seen
+
+
+def _whole_valid_batches(window: memoryview, md: RemoteLogSegmentMetadata) -> tuple[int, int]:
+    """Bytes of the whole, valid, contiguous batches at the start of ``window``, and the
+    last offset among them (-1 if none)."""
+    pos = 0
+    last = -1
+    expected: int | None = None
+    n = len(window)
+    while pos + LOG_OVERHEAD <= n:
+        _base, length = _PREFIX.unpack_from(window, pos)
+        if length < RECORDS_OFFSET - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > n:
+            break
+        h = _checked(window, pos, pos + LOG_OVERHEAD + length, md, expected)
+        if h is None:
+            break
+        pos += LOG_OVERHEAD + length
+        last = h.last_offset
+        expected = last + 1
+    return pos, last
 
 
 def _warm_next(
