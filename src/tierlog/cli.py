@@ -10,16 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tierlog.client import WireConnection, parse_bootstrap
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
-from tierlog.protocol.builder import mk
-from tierlog.protocol.codec import decode_response, encode_request, request_schema
 from tierlog.protocol.errors import ErrorCode
 
 #: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
@@ -29,45 +27,12 @@ EMBEDDED_DEFAULTS = (
 )
 
 
-# ---- a minimal blocking wire client ---------------------------------------------------------
-class WireClient:
-    """One connection, one request at a time; enough for admin commands."""
+class WireClient(WireConnection):
+    """The admin commands' connection: the first bootstrap address, client id ``tierlog-cli``."""
 
     def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self._sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
-        self._corr = 0
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def __enter__(self) -> WireClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        self._corr += 1
-        cls = request_schema(api_key, version)
-        assert cls is not None, (api_key, version)
-        self._sock.sendall(
-            encode_request(api_key, version, self._corr, "tierlog-cli", mk(cls, **fields))
-        )
-        size = int.from_bytes(self._recv(4), "big", signed=True)
-        corr, body = decode_response(api_key, version, self._recv(size))
-        if corr != self._corr:
-            raise RuntimeError(f"correlation id {corr} != {self._corr}")
-        return body
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self._sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return bytes(buf)
+        host, port = parse_bootstrap(bootstrap)[0]
+        super().__init__(host, port, timeout_s=timeout_s, client_id="tierlog-cli")
 
 
 def _check(code: int, message: str | None, what: str) -> None:

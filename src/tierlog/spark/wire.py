@@ -11,7 +11,6 @@ assume it.
 from __future__ import annotations
 
 import datetime as dt
-import socket
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,8 +21,8 @@ from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.list_offsets.v9 import request as lo_req
 from kio.schema.metadata.v12 import request as md_req
 
+from tierlog.client import WireConnection, parse_bootstrap
 from tierlog.protocol.builder import mk
-from tierlog.protocol.codec import decode_response, encode_request
 
 TP = tuple[str, int]
 _SIZE = struct.Struct(">i")
@@ -57,45 +56,6 @@ class FetchedPartition:
     records: bytes
 
 
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        host, _, port = item.strip().rpartition(":")
-        out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    return out
-
-
-class _Connection:
-    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._client_id = client_id
-        self._corr = 0
-
-    def call(self, api_key: int, version: int, body: Any) -> Any:
-        self._corr += 1
-        self._sock.sendall(encode_request(api_key, version, self._corr, self._client_id, body))
-        (size,) = _SIZE.unpack(self._recv(4))
-        corr, response = decode_response(api_key, version, self._recv(size))
-        if corr != self._corr:
-            raise BrokerError(f"correlation id {corr}, expected {self._corr}", -1)
-        return response
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise ConnectionError("broker closed the connection")
-            got += k
-        return bytes(buf)
-
-    def close(self) -> None:
-        self._sock.close()
-
-
 class BrokerClient:
     """Not thread-safe; one per task or per driver call."""
 
@@ -106,7 +66,7 @@ class BrokerClient:
         self._timeout_s = timeout_s
         self._client_id = client_id
         self._nodes: dict[int, tuple[str, int]] = {}
-        self._conns: dict[int | None, _Connection] = {}
+        self._conns: dict[int | None, WireConnection] = {}
         self._leaders: dict[TP, int] = {}
 
     def __enter__(self) -> BrokerClient:
@@ -120,14 +80,16 @@ class BrokerClient:
             conn.close()
         self._conns.clear()
 
-    def _conn(self, node: int | None) -> _Connection:
+    def _conn(self, node: int | None) -> WireConnection:
         conn = self._conns.get(node)
         if conn is None:
             if node is None or node not in self._nodes:
                 errors = []
                 for host, port in self._bootstrap:
                     try:
-                        conn = _Connection(host, port, self._timeout_s, self._client_id)
+                        conn = WireConnection(
+                            host, port, timeout_s=self._timeout_s, client_id=self._client_id
+                        )
                         break
                     except OSError as exc:
                         errors.append(f"{host}:{port}: {exc}")
@@ -135,7 +97,9 @@ class BrokerClient:
                     raise ConnectionError(f"no bootstrap server reachable ({'; '.join(errors)})")
             else:
                 host, port = self._nodes[node]
-                conn = _Connection(host, port, self._timeout_s, self._client_id)
+                conn = WireConnection(
+                    host, port, timeout_s=self._timeout_s, client_id=self._client_id
+                )
             self._conns[node] = conn
         return conn
 
@@ -147,7 +111,7 @@ class BrokerClient:
             else tuple(mk(md_req.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
         )
         body = mk(md_req.MetadataRequest, topics=req_topics, allow_auto_topic_creation=False)
-        resp = self._conn(None).call(METADATA, METADATA_V, body)
+        resp = self._conn(None).request(METADATA, METADATA_V, body)
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         out: dict[str, TopicInfo] = {}
         for t in resp.topics:
@@ -189,7 +153,7 @@ class BrokerClient:
                     for t, ps in topics.items()
                 ),
             )
-            resp = self._conn(leader).call(LIST_OFFSETS, LIST_OFFSETS_V, body)
+            resp = self._conn(leader).request(LIST_OFFSETS, LIST_OFFSETS_V, body)
             for t in resp.topics:
                 for p in t.partitions:
                     if int(p.error_code) != 0:
@@ -227,7 +191,7 @@ class BrokerClient:
             forgotten_topics_data=(),
             rack_id="",
         )
-        resp = self._conn(self._leader(tp)).call(FETCH, FETCH_V, body)
+        resp = self._conn(self._leader(tp)).request(FETCH, FETCH_V, body)
         if int(resp.error_code) != 0:
             raise BrokerError(f"Fetch: error {int(resp.error_code)}", int(resp.error_code))
         data = resp.responses[0].partitions[0]
@@ -255,7 +219,7 @@ class BrokerClient:
             include_synonyms=False,
             include_documentation=False,
         )
-        resp = self._conn(None).call(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
+        resp = self._conn(None).request(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
         out: dict[str, str | None] = {}
         for result in resp.results:
             if int(result.error_code) != 0:

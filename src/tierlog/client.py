@@ -1,0 +1,86 @@
+"""A minimal blocking Kafka wire client: one connection, one request in flight.
+
+The CLI's admin commands, ``tierlog remote segments`` and the Spark source all need to
+speak the protocol from plain threads (no event loop) and to see raw record batches that
+librdkafka-based clients never hand out. They share this one connection type, built on the
+same sans-IO codec as the broker (``tierlog.protocol``).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import decode_response, encode_request, request_schema
+
+_SIZE = struct.Struct(">i")
+
+
+class WireError(RuntimeError):
+    """The broker answered out of protocol (e.g. a correlation id that is not ours)."""
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` into addresses; a bare ``:port`` means localhost."""
+    out = []
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    return out
+
+
+class WireConnection:
+    """Not thread-safe: one per thread (Kafka answers a connection's requests in order)."""
+
+    def __init__(
+        self, host: str, port: int, *, timeout_s: float = 30.0, client_id: str = "tierlog"
+    ) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._client_id = client_id
+        self._corr = 0
+
+    @classmethod
+    def to_bootstrap(cls, bootstrap: str, **kw: Any) -> WireConnection:
+        """Connect to the first address of a bootstrap list."""
+        host, port = parse_bootstrap(bootstrap)[0]
+        return cls(host, port, **kw)
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        """Send a built kio request entity and return the decoded response entity."""
+        self._corr += 1
+        self._sock.sendall(encode_request(api_key, version, self._corr, self._client_id, body))
+        (size,) = _SIZE.unpack(self._recv(4))
+        corr, response = decode_response(api_key, version, self._recv(size))
+        if corr != self._corr:
+            raise WireError(f"correlation id {corr}, expected {self._corr}")
+        return response
+
+    def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        """Like ``request``, building the body from fields (missing ones get Kafka's zeros)."""
+        cls = request_schema(api_key, version)
+        if cls is None:
+            raise WireError(f"no request schema for api {api_key} v{version}")
+        return self.request(api_key, version, mk(cls, **fields))
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionError("broker closed the connection")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> WireConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
