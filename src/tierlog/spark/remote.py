@@ -24,19 +24,14 @@ from tierlog.spark.planning import ColdSegment
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec
 from tierlog.spark.wire import BrokerClient, TopicInfo
 from tierlog.tiered.api import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
-    RemotePartitionDeleteMetadata,
-    RemoteResourceNotFoundException,
     TopicIdPartition,
 )
 from tierlog.tiered.metadata import (
     METADATA_TOPIC,
-    RemoteLogMetadataCache,
     RemoteLogMetadataTopicPartitioner,
-    deserialize,
 )
+from tierlog.tiered.metadata.fold import fold_metadata
 
 log = logging.getLogger(__name__)
 
@@ -81,35 +76,6 @@ def executor_props(broker_props: Mapping[str, str]) -> dict[str, str]:
     return {
         k: v for k, v in broker_props.items() if not any(k.startswith(b) for b in _BROKER_LOCAL)
     }
-
-
-def fold_metadata(
-    values: list[bytes], wanted: Mapping[TopicIdPartition, TP] | None
-) -> dict[TopicIdPartition, RemoteLogMetadataCache]:
-    """Replay metadata record values (in offset order) into one cache per wanted partition
-    (every partition found when `wanted` is None, as the audit needs)."""
-    caches = {tip: RemoteLogMetadataCache() for tip in wanted or ()}
-    for value in values:
-        record = deserialize(value)
-        if isinstance(record, RemoteLogSegmentMetadata):
-            if wanted is None and record.topic_id_partition not in caches:
-                caches[record.topic_id_partition] = RemoteLogMetadataCache()
-            cache = caches.get(record.topic_id_partition)
-            if cache is not None:
-                cache.add_copy_in_progress_segment(record)
-        elif isinstance(record, RemoteLogSegmentMetadataUpdate):
-            cache = caches.get(record.remote_log_segment_id.topic_id_partition)
-            if cache is not None:
-                try:
-                    cache.update_remote_log_segment_metadata(record)
-                except RemoteResourceNotFoundException:
-                    pass  # replay: the segment may predate what we read; the cache drops it
-        elif (
-            isinstance(record, RemotePartitionDeleteMetadata)
-            and record.topic_id_partition in caches
-        ):
-            caches[record.topic_id_partition] = RemoteLogMetadataCache()
-    return caches
 
 
 def read_partition(client: BrokerClient, tp: TP) -> list[bytes]:

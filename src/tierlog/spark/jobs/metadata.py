@@ -14,9 +14,10 @@ from typing import Any
 import pyarrow as pa
 
 from tierlog.spark.jobs.inventory import Inventory
-from tierlog.spark.remote import fold_metadata, read_partition
+from tierlog.spark.remote import read_partition
 from tierlog.spark.wire import BrokerClient
 from tierlog.tiered.metadata import METADATA_TOPIC
+from tierlog.tiered.metadata.fold import fold_metadata
 
 SEGMENT_SCHEMA = pa.schema(
     [

@@ -26,16 +26,19 @@ __all__ = ["fold_metadata"]
 
 
 def fold_metadata(
-    values: Iterable[bytes], wanted: Iterable[TopicIdPartition]
+    values: Iterable[bytes], wanted: Iterable[TopicIdPartition] | None
 ) -> dict[TopicIdPartition, RemoteLogMetadataCache]:
     """One cache per wanted user partition from metadata record values in offset order.
 
-    Records of other partitions (the metadata partition is shared) are skipped.
+    Records of other partitions (the metadata partition is shared) are skipped. With
+    ``wanted=None`` every partition found gets a cache (the storage audit needs them all).
     """
-    caches = {tip: RemoteLogMetadataCache() for tip in wanted}
+    caches = {tip: RemoteLogMetadataCache() for tip in wanted or ()}
     for value in values:
         record = deserialize(value)
         if isinstance(record, RemoteLogSegmentMetadata):
+            if wanted is None and record.topic_id_partition not in caches:
+                caches[record.topic_id_partition] = RemoteLogMetadataCache()
             cache = caches.get(record.topic_id_partition)
             if cache is not None:
                 cache.add_copy_in_progress_segment(record)
