@@ -257,49 +257,17 @@ class RssSampler:
 # ---- the wire ----------------------------------------------------------------------------------
 def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> int:
     with WireClient(bootstrap) as c:
-        r = c.call(
-            2,
-            9,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": topic,
-                    "partitions": [
-                        {
-                            "partition_index": partition,
-                            "current_leader_epoch": -1,
-                            "timestamp": timestamp,
-                        }
-                    ],
-                }
-            ],
-        )
-    p = r.topics[0].partitions[0]
-    if p.error_code != 0:
-        raise RuntimeError(f"ListOffsets {timestamp}: error {p.error_code}")
-    return int(p.offset)
+        r = c.list_offset(topic, partition, timestamp)
+    if r.error_code != 0:
+        raise RuntimeError(f"ListOffsets {timestamp}: error {r.error_code}")
+    return r.offset
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str]) -> None:
     with WireClient(bootstrap) as c:
-        r = c.call(
-            19,
-            5,
-            topics=[
-                {
-                    "name": topic,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
-                }
-            ],
-            timeout=30_000,
-            validate_only=False,
-        )
-    if r.topics[0].error_code != 0:
-        raise RuntimeError(f"create topic: {r.topics[0].error_message}")
+        code, message = c.create_topic(topic, partitions, configs)
+    if code != 0:
+        raise RuntimeError(f"create topic: {message}")
 
 
 def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> int:

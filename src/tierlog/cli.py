@@ -53,23 +53,10 @@ def _kv(items: Sequence[str] | None) -> dict[str, str]:
 
 # ---- topics ---------------------------------------------------------------------------------
 def topics_create(c: WireClient, a: argparse.Namespace) -> None:
-    r = c.call(
-        19,
-        5,
-        topics=[
-            {
-                "name": a.topic,
-                "num_partitions": a.partitions,
-                "replication_factor": a.replication_factor,
-                "assignments": [],
-                "configs": [{"name": k, "value": v} for k, v in _kv(a.config).items()],
-            }
-        ],
-        timeout=30_000,
-        validate_only=False,
+    code, message = c.create_topic(
+        a.topic, a.partitions, _kv(a.config), replication_factor=a.replication_factor
     )
-    t = r.topics[0]
-    _check(t.error_code, t.error_message, f"create {a.topic}")
+    _check(code, message, f"create {a.topic}")
     print(f"Created topic {a.topic}.")
 
 

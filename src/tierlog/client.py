@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
 
 _SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    """One ListOffsets answer: Kafka's error code, offset, leader epoch and timestamp."""
+
+    error_code: int
+    offset: int
+    leader_epoch: int
+    timestamp: int
 
 
 class WireError(RuntimeError):
@@ -64,6 +76,60 @@ class WireConnection:
         if cls is None:
             raise WireError(f"no request schema for api {api_key} v{version}")
         return self.request(api_key, version, mk(cls, **fields))
+
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, version: int = 9
+    ) -> ListedOffset:
+        """One ListOffsets lookup (-1 latest, -2 earliest, -3 max timestamp, -4 earliest
+        local, -5 latest tiered, or a timestamp). v9 is the lowest version that knows -5."""
+        r = self.call(
+            2,
+            version,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": partition,
+                            "current_leader_epoch": -1,
+                            "timestamp": timestamp,
+                        }
+                    ],
+                }
+            ],
+        )
+        p = r.topics[0].partitions[0]
+        return ListedOffset(int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp))
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        replication_factor: int = 1,
+        validate_only: bool = False,
+    ) -> tuple[int, str | None]:
+        """CreateTopics v5 for one topic; returns (error code, error message)."""
+        r = self.call(
+            19,
+            5,
+            topics=[
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+            ],
+            timeout=30_000,
+            validate_only=validate_only,
+        )
+        t = r.topics[0]
+        return int(t.error_code), t.error_message
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray(n)

@@ -10,8 +10,9 @@ COPY_FINISHED and DELETE_STARTED (a DELETE_FINISHED segment no longer exists).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
+from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
@@ -24,47 +25,25 @@ __all__ = ["RemoteSegmentsError", "remote_segments", "segment_row"]
 FETCH_BYTES = 4 << 20
 
 
-class Client(Protocol):
-    def call(self, api_key: int, version: int, **fields: Any) -> Any: ...
-
-
 class RemoteSegmentsError(RuntimeError):
     pass
 
 
-def _metadata(c: Client, topics: list[str]) -> dict[str, Any]:
+def _metadata(c: WireConnection, topics: list[str]) -> dict[str, Any]:
     md = c.call(3, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False)
     return {t.name: t for t in md.topics}
 
 
-def _offset(c: Client, topic: str, partition: int, timestamp: int) -> int:
-    r = c.call(
-        2,
-        7,
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            {
-                "name": topic,
-                "partitions": [
-                    {
-                        "partition_index": partition,
-                        "current_leader_epoch": -1,
-                        "timestamp": timestamp,
-                    }
-                ],
-            }
-        ],
-    )
-    p = r.topics[0].partitions[0]
-    if p.error_code != 0:
+def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> int:
+    r = c.list_offset(topic, partition, timestamp, version=7)
+    if r.error_code != 0:
         raise RemoteSegmentsError(
-            f"list offsets {topic}-{partition}: {ErrorCode(int(p.error_code)).name}"
+            f"list offsets {topic}-{partition}: {ErrorCode(r.error_code).name}"
         )
-    return int(p.offset)
+    return r.offset
 
 
-def _values(c: Client, partition: int) -> list[bytes]:
+def _values(c: WireConnection, partition: int) -> list[bytes]:
     """Every record value of one metadata partition, in offset order."""
     cursor = _offset(c, METADATA_TOPIC, partition, -2)
     end = _offset(c, METADATA_TOPIC, partition, -1)
@@ -131,7 +110,9 @@ def segment_row(md: RemoteLogSegmentMetadata) -> dict[str, Any]:
     }
 
 
-def remote_segments(c: Client, topic: str, partition: int | None = None) -> list[dict[str, Any]]:
+def remote_segments(
+    c: WireConnection, topic: str, partition: int | None = None
+) -> list[dict[str, Any]]:
     """Rows of ``segment_row`` for the topic (or one partition), by partition and offset."""
     found = _metadata(c, [topic, METADATA_TOPIC])
     t = found.get(topic)

@@ -80,47 +80,14 @@ class ObjectStoreBroker:
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
         with WireClient(self.bootstrap) as c:
-            r = c.call(
-                19,
-                5,
-                topics=[
-                    {
-                        "name": name,
-                        "num_partitions": partitions,
-                        "replication_factor": 1,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in configs.items()],
-                    }
-                ],
-                timeout=30_000,
-                validate_only=False,
-            )
-        t = r.topics[0]
-        assert t.error_code == 0, (t.error_code, t.error_message)
+            code, message = c.create_topic(name, partitions, configs)
+        assert code == 0, (code, message)
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         with WireClient(self.bootstrap) as c:
-            r = c.call(
-                2,
-                9,
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    {
-                        "name": topic,
-                        "partitions": [
-                            {
-                                "partition_index": partition,
-                                "current_leader_epoch": -1,
-                                "timestamp": timestamp,
-                            }
-                        ],
-                    }
-                ],
-            )
-        p = r.topics[0].partitions[0]
-        assert p.error_code == 0, ErrorCode(p.error_code)
-        return int(p.offset)
+            r = c.list_offset(topic, partition, timestamp)
+        assert r.error_code == 0, ErrorCode(r.error_code)
+        return r.offset
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the broker's samples called ``name`` whose labels include ``labels``."""

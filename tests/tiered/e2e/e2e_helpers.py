@@ -88,23 +88,8 @@ class TieredBroker:
         self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
     ) -> None:
         with WireClient(self.bootstrap) as c:
-            r = c.call(
-                19,
-                5,
-                topics=[
-                    {
-                        "name": name,
-                        "num_partitions": partitions,
-                        "replication_factor": 1,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
-                    }
-                ],
-                timeout=30_000,
-                validate_only=False,
-            )
-        t = r.topics[0]
-        assert t.error_code == 0, (t.error_code, t.error_message)
+            code, message = c.create_topic(name, partitions, configs)
+        assert code == 0, (code, message)
 
     def alter(self, topic: str, **settings: str | None) -> tuple[int, str | None]:
         """IncrementalAlterConfigs SET (value) / DELETE (None); returns (error, message)."""
@@ -149,26 +134,8 @@ class TieredBroker:
     ) -> tuple[int, int, int, int]:
         """(error code, offset, leader epoch, timestamp) of one ListOffsets lookup."""
         with WireClient(self.bootstrap) as c:
-            r = c.call(
-                2,
-                version,
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    {
-                        "name": topic,
-                        "partitions": [
-                            {
-                                "partition_index": partition,
-                                "current_leader_epoch": -1,
-                                "timestamp": timestamp,
-                            }
-                        ],
-                    }
-                ],
-            )
-        p = r.topics[0].partitions[0]
-        return int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp)
+            r = c.list_offset(topic, partition, timestamp, version=version)
+        return r.error_code, r.offset, r.leader_epoch, r.timestamp
 
     # ---- data ---------------------------------------------------------------------------
     def produce(
