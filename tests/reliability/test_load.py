@@ -169,16 +169,20 @@ def test_load_with_continuous_tiering(
     overrides["log.retention.check.interval.ms"] = "1000"
     b = broker_factory(overrides)
     names = [f"load-{i:02d}" for i in range(topics)]
-    # small segments: with 100-1000 partitions each rolls and tiers during the run
+    # small segments: with 100-1000 partitions each rolls and tiers during the run (at 500
+    # rec/s over 1,000 partitions a 32 KiB segment fills in about two minutes)
+    segment = scale(64 * 1024, 32 * 1024)
     for n in names:
-        must_create_topic(b.bootstrap, n, per_topic, tiered_topic_configs())
+        must_create_topic(
+            b.bootstrap, n, per_topic, tiered_topic_configs(**{"segment.bytes": str(segment)})
+        )
     parts = [(n, p) for n in names for p in range(per_topic)]
     prod = LoadProducer(b.bootstrap, parts, rate)
     prod.start()
     # let data reach the remote tier before the backfilling consumers start
     wait_until(
-        lambda: metric(b.metrics_url, "tierlog_remote_copy_requests_total") >= len(parts) // 4,
-        120,
+        lambda: metric(b.metrics_url, "tierlog_remote_copy_requests_total") >= len(parts) // 20,
+        300,
         interval_s=0.5,
         what="first uploads",
     )
