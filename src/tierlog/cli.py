@@ -218,12 +218,16 @@ def serve(a: argparse.Namespace) -> int:
         print(f"tierlog: cannot read config: {e}", file=sys.stderr)
         return 2
     from tierlog.server.broker import run
+    from tierlog.server.state_files import StateFileError
     from tierlog.server.tiering import TieringStartupError
 
     try:
         run(config)
     except TieringStartupError as e:
         print(f"tierlog: tiered storage cannot start: {e}", file=sys.stderr)
+        return 1
+    except StateFileError as e:
+        print(f"tierlog: broker state file: {e}", file=sys.stderr)
         return 1
     return 0
 

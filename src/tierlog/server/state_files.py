@@ -22,8 +22,19 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomically(path, json.dumps(obj, indent=1, sort_keys=True).encode())
 
 
+class StateFileError(RuntimeError):
+    """A broker state file exists but cannot be parsed.
+
+    These files are written atomically, so damage means outside interference (a disk
+    fault, a hand edit). Guessing would risk forgetting topics or reusing producer ids, so
+    the broker refuses to start and the message names the file to restore.
+    """
+
+
 def read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StateFileError(f"{path} is damaged ({e}); restore it or remove it") from e

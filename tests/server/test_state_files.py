@@ -1,0 +1,46 @@
+"""Damaged broker state files stop the broker with a message naming the file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tierlog.server.state_files import StateFileError, read_json, write_json
+
+
+def test_read_json_names_a_damaged_file(tmp_path: Path) -> None:
+    path = tmp_path / "__tierlog_topics.json"
+    write_json(path, {"topics": {}})
+    assert read_json(path) == {"topics": {}}
+    path.write_bytes(b'{"topics": \xff')
+    with pytest.raises(StateFileError, match=r"__tierlog_topics\.json is damaged"):
+        read_json(path)
+    assert read_json(tmp_path / "missing.json") is None
+
+
+def test_broker_refuses_to_start_on_a_damaged_topic_registry(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "__tierlog_topics.json").write_text('{"topics": [unterminated')
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "serve",
+            "--override",
+            f"log.dirs={data}",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            "metrics.listener=http://127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "__tierlog_topics.json is damaged" in out.stderr
