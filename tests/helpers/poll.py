@@ -21,3 +21,14 @@ def wait_until(
         time.sleep(interval_s)
         last = predicate()
     return last
+
+
+def holds_for(
+    predicate: Callable[[], object], seconds: float, what: str, interval_s: float = 0.05
+) -> None:
+    """The negative twin of ``wait_until``: ``predicate`` must hold at every look for
+    ``seconds`` (e.g. "nothing was uploaded while copy is disabled")."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert predicate(), what
+        time.sleep(interval_s)

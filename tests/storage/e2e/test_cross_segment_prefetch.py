@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import poll as helpers_poll
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
@@ -39,11 +39,7 @@ TIP = TopicIdPartition(uuid.UUID(int=11), "warm", 0)
 
 
 def poll(predicate: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
+    helpers_poll.wait_until(predicate, timeout_s=timeout_s, interval_s=0.01, what=what)
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import random
 import struct
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from helpers import poll
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.tiered.api import (
     CustomMetadata,
@@ -135,11 +135,7 @@ def finished(
 
 def poll_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
     """Poll ``predicate`` until true or the deadline passes (then fail)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.002)
+    poll.wait_until(predicate, timeout_s=timeout, interval_s=0.002, what=what)
 
 
 def make_rsm(props: dict[str, str]) -> ObjectStoreRemoteStorageManager:

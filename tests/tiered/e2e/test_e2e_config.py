@@ -3,25 +3,14 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
 
-from helpers.poll import wait_until
+from helpers.poll import holds_for, wait_until
 from tierlog.protocol.errors import ErrorCode
 
 EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
 #: Six task intervals: long enough for the copy task to have acted if it were running.
 QUIET_S = 3.0
-
-
-def _holds_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
-    """Poll ``predicate`` for ``seconds``; it must hold at every look."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), what
-        time.sleep(0.05)
 
 
 def _tiered_up_to(tb: TieredBroker, topic: str, end: int) -> None:
@@ -68,7 +57,7 @@ def test_copy_disabled_then_reenabled(tiered: TieredBroker) -> None:
     )
     assert code == 0, message
     tiered.produce(topic, range(2 * N + 1, 4 * N + 1))
-    _holds_for(
+    holds_for(
         lambda: tiered.segs(topic, "COPY") == segments_of(2),
         QUIET_S,
         "no segment is copied while remote.log.copy.disable=true",

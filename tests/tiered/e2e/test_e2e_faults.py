@@ -10,8 +10,7 @@ one with work to do.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from e2e_helpers import (
 from gated_rsm import HOLD_FILE
 
 from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from helpers.poll import holds_for, wait_until
 from tierlog.cli import WireClient
 from tierlog.protocol.errors import ErrorCode
 
@@ -57,13 +56,6 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
     yield tb
     tb.close()
     b.close()
-
-
-def _holds_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), what
-        time.sleep(0.05)
 
 
 def _tiered_up_to(tb: TieredBroker, topic: str, end: int, partition: int = 0) -> None:
@@ -133,7 +125,7 @@ def test_oversized_custom_metadata_undoes_the_copy_and_stops_copying(
     finally:
         faulty.arm_faults()
     # the partition's copy task is cancelled: nothing more is uploaded, nothing leaves
-    _holds_for(
+    holds_for(
         lambda: len(faulty.events(topic, "COPY")) == 1,
         QUIET_S,
         "no copy after oversized custom metadata",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
+from helpers import poll
 from tierlog.tiered.api import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -56,7 +57,6 @@ def by_epoch(
 
 # --- a real tiering stack in one process ----------------------------------------------
 
-import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -78,11 +78,7 @@ DEADLINE_S = 20.0
 
 
 def wait_until(cond: Callable[[], object], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    poll.wait_until(cond, timeout_s=timeout_s, interval_s=0.01, what=what)
 
 
 @dataclass
