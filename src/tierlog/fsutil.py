@@ -13,8 +13,14 @@ import os
 from pathlib import Path
 
 
-def atomic_write(path: Path, data: bytes, *, make_parents: bool = False) -> None:
-    """Replace ``path`` with ``data`` durably (temp file -> fsync -> rename -> fsync dir)."""
+def atomic_write(
+    path: Path, data: bytes, *, make_parents: bool = False, durable: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` (temp file -> fsync -> rename -> fsync dir).
+
+    ``durable=False`` skips both fsyncs for callers that flush later themselves; the rename
+    still guarantees readers never see a half-written file while the system is up.
+    """
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -23,11 +29,13 @@ def atomic_write(path: Path, data: bytes, *, make_parents: bool = False) -> None
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

@@ -202,3 +202,30 @@ def test_kill_9_mid_stream_keeps_every_acknowledged_record(tmp_path: Path) -> No
     assert values == [b"%08d" % i for i in range(len(values))]
     assert len(values) > acked
     mgr.shutdown()
+
+
+def test_roll_defers_the_flush_and_the_recovery_point_follows_it(
+    make_manager: ManagerFactory,
+) -> None:
+    """A roll no longer fsyncs on the caller: the recovery point stays until the background
+    ``flush_sealed`` made the rolled segments durable, so an unclean restart before it
+    re-validates them."""
+    mgr = make_manager()
+    part = new_log(mgr)
+    write_batches(part, 2)
+    part.flush()  # recovery point = LEO, in the middle of the active segment
+    assert part.recovery_point == 6
+    write_batches(part, 2)
+    part.roll()
+    write_batches(part, 1)
+    assert part.recovery_point == 6  # the rolled segment (0..11) is not durable yet
+    snapshot = part.dir / "00000000000000000012.snapshot"
+    assert snapshot.exists()  # written at roll, fsynced later
+    mgr.flush_sealed()
+    assert part.recovery_point == 12  # the active segment's base
+    mgr.flush_checkpoints()
+    crash(mgr.all_logs())
+    part2 = make_manager().get_log(TP)
+    assert part2 is not None
+    assert part2.log_end_offset == 15
+    assert part2.recovery_point == 15

@@ -196,6 +196,14 @@ class LogManager:
             except OSError:
                 log.exception("%s: retention pass failed", part.tp)
 
+    def flush_sealed(self) -> None:
+        """Background flush of rolled segments (see ``PartitionLog.flush_sealed``)."""
+        for part in self.all_logs():
+            try:
+                part.flush_sealed()
+            except OSError:
+                log.exception("%s: flushing rolled segments failed", part.tp)
+
     def flush_checkpoints(self) -> None:
         with self._lock:
             by_dir: dict[Path, list[PartitionLog]] = {d: [] for d in self.log_dirs}

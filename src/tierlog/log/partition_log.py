@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tierlog.fsutil import fsync_dir
 from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
 from tierlog.log.config import LogConfig
 from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
@@ -450,23 +451,63 @@ class PartitionLog:
         if active.base_offset == new_base and active.size == 0:
             return active
         active.on_become_inactive()
-        active.flush()
+        # As Kafka (flushUptoOffsetExclusive on its scheduler), the sealed segment and the
+        # producer snapshot are made durable later by ``flush_sealed`` on a background
+        # thread: an fsync per roll on the caller (the event loop) stalled every connection.
+        # The recovery point moves only after that flush, so an unclean restart re-validates
+        # whatever was not yet durable.
         self.producer_state.last_map_offset = new_base
-        self.producer_state.take_snapshot()
+        self.producer_state.take_snapshot(durable=False)
         seg = LogSegment(self.dir, new_base, self.config, self._clock(), active=True)
         self._segments.append(seg)
         self._bases.append(new_base)
         self._jitter_ms = self._new_jitter()
-        self.recovery_point = max(self.recovery_point, new_base)
         return seg
+
+    def flush_sealed(self) -> None:
+        """Make every sealed segment above the recovery point durable, then advance it.
+
+        Runs on a background thread; appends continue meanwhile (they only touch the active
+        segment). A segment deleted by retention while being flushed no longer needs it.
+        """
+        with self._lock:
+            target = self.active_segment.base_offset
+            if target <= self.recovery_point:
+                return
+            pending = [
+                seg
+                for seg, nxt in zip(self._segments, self._bases[1:], strict=False)
+                if nxt > self.recovery_point
+            ]
+            snapshot = self.producer_state.snapshot_path(target)
+        for seg in pending:
+            try:
+                seg.flush()
+            except (OSError, ValueError):  # closed by a concurrent delete
+                continue
+        try:
+            fd = os.open(snapshot, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        try:
+            fsync_dir(self.dir)
+        except FileNotFoundError:  # the partition was deleted meanwhile
+            return
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
 
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        for seg in self._segments:
-            if seg.base_offset >= self.recovery_point or seg is self.active_segment:
+        for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
+            if nxt is None or nxt > self.recovery_point:
                 seg.flush()
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0

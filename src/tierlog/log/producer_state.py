@@ -210,10 +210,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> Path:
         return self.log_dir / offset_file_name(offset, SNAPSHOT_SUFFIX)
 
-    def take_snapshot(self) -> Path:
-        """Write the state as of ``last_map_offset`` (done at roll and shutdown)."""
+    def take_snapshot(self, *, durable: bool = True) -> Path:
+        """Write the state as of ``last_map_offset`` (done at roll and shutdown).
+
+        At roll the write is not fsynced (``durable=False``); the log's background flush
+        makes it durable. A snapshot torn by a crash fails its CRC on load and is skipped,
+        and the producer state is rebuilt from the segments instead.
+        """
         path = self.snapshot_path(self.last_map_offset)
-        atomic_write(path, encode_snapshot(self.producers.values()))
+        atomic_write(path, encode_snapshot(self.producers.values()), durable=durable)
         return path
 
     def snapshot_offsets(self) -> list[int]:

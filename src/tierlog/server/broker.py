@@ -123,6 +123,7 @@ class Broker:
         self._tasks.append(
             loop.create_task(self._every(cfg.checkpoint_interval_ms, logs.flush_checkpoints))
         )
+        self._tasks.append(loop.create_task(self._flush_rolled_segments(logs)))
         log.info(
             "tierlog broker %d serving %s:%d (cluster %s)",
             cfg.node_id,
@@ -184,6 +185,16 @@ class Broker:
                 fn()
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    async def _flush_rolled_segments(self, logs: Any) -> None:
+        """fsync rolled segments off the loop, every second (Kafka does it on its scheduler
+        right after each roll); the recovery point follows each flush."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.to_thread(logs.flush_sealed)
+            except Exception:
+                log.exception("background flush of rolled segments failed")
 
     async def _warm_codec(self) -> None:
         for _ in preload_steps(ADVERTISED):
