@@ -103,6 +103,44 @@ class WireConnection:
         p = r.topics[0].partitions[0]
         return ListedOffset(int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp))
 
+    def fetch_raw(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 4 << 20
+    ) -> tuple[int, bytes]:
+        """One sessionless Fetch v12 (no wait) of one partition: (error code, raw batches).
+
+        Tools need the record batches themselves (control batches included), which stock
+        clients never hand out."""
+        r = self.call(
+            1,
+            12,
+            replica_id=-1,
+            max_wait=0,
+            min_bytes=0,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        p = r.responses[0].partitions[0]
+        return int(p.error_code), bytes(p.records or b"")
+
     def create_topic(
         self,
         name: str,

@@ -49,41 +49,11 @@ def _values(c: WireConnection, partition: int) -> list[bytes]:
     end = _offset(c, METADATA_TOPIC, partition, -1)
     out: list[bytes] = []
     while cursor < end:
-        r = c.call(
-            1,
-            12,
-            replica_id=-1,
-            max_wait=0,
-            min_bytes=1,
-            max_bytes=FETCH_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": cursor,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": FETCH_BYTES,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
-        p = r.responses[0].partitions[0]
-        if p.error_code != 0:
+        code, data = c.fetch_raw(METADATA_TOPIC, partition, cursor, FETCH_BYTES)
+        if code != 0:
             raise RemoteSegmentsError(
-                f"fetch {METADATA_TOPIC}-{partition} at {cursor}: "
-                f"{ErrorCode(int(p.error_code)).name}"
+                f"fetch {METADATA_TOPIC}-{partition} at {cursor}: {ErrorCode(code).name}"
             )
-        data = bytes(p.records or b"")
         nxt = cursor
         for h in scan_batches(data):
             for rec in iter_records(data[h.position : h.end]):

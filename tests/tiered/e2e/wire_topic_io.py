@@ -92,58 +92,15 @@ class WireMetadataTopicIO(MetadataTopicIO):
         return int(p.base_offset)
 
     def end_offset(self, partition: int) -> int:
-        r = self._client().call(
-            2,
-            7,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": METADATA_TOPIC,
-                    "partitions": [
-                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}
-                    ],
-                }
-            ],
-        )
-        p = r.topics[0].partitions[0]
-        if p.error_code != 0:
-            raise RuntimeError(f"list offsets: {ErrorCode(int(p.error_code)).name}")
-        return int(p.offset)
+        r = self._client().list_offset(METADATA_TOPIC, partition, -1, version=7)
+        if r.error_code != 0:
+            raise RuntimeError(f"list offsets: {ErrorCode(r.error_code).name}")
+        return r.offset
 
     def read(self, partition: int, from_offset: int) -> list[tuple[int, bytes]]:
-        r = self._client().call(
-            1,
-            12,
-            replica_id=-1,
-            max_wait=0,
-            min_bytes=0,
-            max_bytes=FETCH_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": from_offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": FETCH_BYTES,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
-        p = r.responses[0].partitions[0]
-        if p.error_code != 0:
-            raise RuntimeError(f"fetch: {ErrorCode(int(p.error_code)).name}")
-        data = bytes(p.records or b"")
+        code, data = self._client().fetch_raw(METADATA_TOPIC, partition, from_offset, FETCH_BYTES)
+        if code != 0:
+            raise RuntimeError(f"fetch: {ErrorCode(code).name}")
         out: list[tuple[int, bytes]] = []
         for h in scan_batches(data):
             for rec in iter_records(data[h.position : h.end]):

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.config import GroupCoordinatorConfig
@@ -74,6 +74,8 @@ from tierlog.server.group.state import DEAD, EMPTY, Group, check_join_request
 from tierlog.server.group.store import KeyValue, OffsetsStore, OffsetsStoreError
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +223,18 @@ class GroupCoordinator:
             group = self._groups[req.group_id] = Group(req.group_id, self._config, self._now())
         token = next(self._tokens)
         reply = group.join(req, self._now(), token)
-        future: asyncio.Future[JoinGroupResponse] | None = None
+        return await self._reply_or_wait(group, reply, token, self._join_waiters)
+
+    async def _reply_or_wait(
+        self, group: Group, reply: R | None, token: int, waiters: dict[int, asyncio.Future[R]]
+    ) -> R:
+        """JoinGroup and SyncGroup long-poll the same way: the state machine either answers at
+        once or parks the call under ``token`` until ``_after`` (now or on a later event or
+        timer) resolves it. The future is registered before ``_after`` runs so an outcome
+        produced by this very call is not lost."""
+        future: asyncio.Future[R] | None = None
         if reply is None:
-            future = self._join_waiters[token] = asyncio.get_running_loop().create_future()
+            future = waiters[token] = asyncio.get_running_loop().create_future()
         self._after(group)
         if reply is not None:
             return reply
@@ -231,7 +242,7 @@ class GroupCoordinator:
         try:
             return await future
         finally:
-            self._join_waiters.pop(token, None)
+            waiters.pop(token, None)
 
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
         """Followers long-poll until the leader's assignment for this generation is written."""
@@ -245,17 +256,7 @@ class GroupCoordinator:
             return SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
         token = next(self._tokens)
         reply = group.sync(req, self._now(), token)
-        future: asyncio.Future[SyncGroupResponse] | None = None
-        if reply is None:
-            future = self._sync_waiters[token] = asyncio.get_running_loop().create_future()
-        self._after(group)
-        if reply is not None:
-            return reply
-        assert future is not None
-        try:
-            return await future
-        finally:
-            self._sync_waiters.pop(token, None)
+        return await self._reply_or_wait(group, reply, token, self._sync_waiters)
 
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
         error = self._unavailable()
