@@ -200,8 +200,24 @@ def history(tiered: Tiered) -> tuple[list[dict[str, Any]], dict[int, int]]:
     recs = produce(bootstrap, TOPIC, N - TAIL)
     ends = offsets(bootstrap, TOPIC, -1)
     assert sum(ends.values()) == N - TAIL
-    remote_end = wait_mostly_remote(bootstrap, TOPIC, ends)
-    return recs + produce(bootstrap, TOPIC, TAIL, first=N - TAIL), remote_end
+    wait_mostly_remote(bootstrap, TOPIC, ends)
+    recs += produce(bootstrap, TOPIC, TAIL, first=N - TAIL)
+    # The tail rolls segments of its own, which get tiered too. Wait until only the active
+    # segment is local and everything before it is in the bucket: from then on the plan a
+    # Spark job makes (cold slices from the bucket, the rest from the broker) cannot go
+    # stale while it runs, so the broker serving no remote read is a real check.
+    ends = offsets(bootstrap, TOPIC, -1)
+    wait_until(
+        lambda: all(_local_segments(tiered, TOPIC, p) == 1 for p in range(PARTS)),
+        60,
+        0.2,
+        what=f"{TOPIC} down to its active segments",
+    )
+    return recs, wait_mostly_remote(bootstrap, TOPIC, ends, fraction=0.8)
+
+
+def _local_segments(tiered: Tiered, topic: str, partition: int) -> int:
+    return len(list((tiered.broker.log_dir / f"{topic}-{partition}").glob("*.log")))
 
 
 def as_row(r: dict[str, Any]) -> tuple[Any, ...]:
