@@ -5,7 +5,7 @@ Decoder section: the same segment bytes decoded into the source's Arrow schema b
   * `aiokafka` - aiokafka's Cython `_crecords` reader feeding Python lists into Arrow.
 Both produce identical RecordBatches (checked before timing). Run:
 
-    .venv/bin/python bench/bench_spark.py decoder [--records N] [--value-size B]
+    .venv/bin/python bench/bench_spark.py decoder [--records N] [--value-size B,B,...]
 
 Scan section: one local[2] Spark scans the same topic into a noop sink two ways:
   * `direct`  - executors read the segment files themselves (`tierlog.log.dir`): the cold
@@ -76,7 +76,10 @@ def build_segment(
 def decode_aiokafka(
     data: bytes, topic: str, partition: int, start: int, end: int, include_headers: bool
 ) -> pa.RecordBatch:
-    """The candidate we measured against: C record parsing, then Python lists into Arrow."""
+    """The candidate we measured against: C record parsing, then Python lists into Arrow.
+
+    CRCs are checked on both sides: consumers do by default (`check.crcs`), and so do our
+    executors."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []
@@ -87,6 +90,8 @@ def decode_aiokafka(
     while (batch := records.next_batch()) is not None:
         if batch.is_control_batch:  # type: ignore[union-attr]
             continue
+        if not batch.validate_crc():  # type: ignore[union-attr]  # as check.crcs=true, as ours
+            raise ValueError("CRC mismatch")
         for r in batch:
             if start <= r.offset < end:
                 keys.append(r.key)
@@ -135,26 +140,46 @@ def best_of(fn: Callable[[], object], runs: int) -> float:
     return best
 
 
-def bench_decoder(records: int, value_size: int, per_batch: int, runs: int) -> None:
-    print(f"decoder: {records} records, {value_size} B values, {per_batch} records/batch")
-    print(f"{'codec':8} {'headers':8} {'decoder':9} {'Mrec/s':>8} {'MB/s':>8}")
+#: Large values get fewer records per case, so a case stays well inside memory.
+MAX_CASE_BYTES = 64 << 20
+
+
+def bench_decoder(records: int, value_sizes: list[int], per_batch: int, runs: int) -> None:
+    """Every codec x headers x value size in one run, so the rows share the machine's load."""
+    print(f"decoder: up to {records} records (<= 64 MB of values) per case, ", end="")
+    print(f"{per_batch} records/batch, best of {runs}")
+    print("Mrec/s and MB/s (of values) for numpy (tierlog.spark.decode) and aiokafka")
+    print(
+        f"{'value B':>7} {'codec':7} {'headers':7} {'numpy Mrec/s':>12} {'MB/s':>6} "
+        f"{'aiokafka Mrec/s':>15} {'MB/s':>6} {'ratio':>6}"
+    )
     decoders = {"numpy": decode_numpy, "aiokafka": decode_aiokafka}
-    for name, codec in CODECS.items():
-        for headers in (False, True):
-            data = build_segment(records, value_size, codec, per_batch, headers)
-            ref = decode_numpy(data, "t", 0, 0, records, headers)
-            assert decode_aiokafka(data, "t", 0, 0, records, headers).equals(ref)
-            assert ref.num_rows == records
-            for dname, dec in decoders.items():
+    for value_size in value_sizes:
+        n = min(records, max(per_batch, MAX_CASE_BYTES // value_size))
+        for name, codec in CODECS.items():
+            for headers in (False, True):
+                data = build_segment(n, value_size, codec, per_batch, headers)
+                ref = decode_numpy(data, "t", 0, 0, n, headers)
+                assert decode_aiokafka(data, "t", 0, 0, n, headers).equals(ref)
+                assert ref.num_rows == n
+                rate: dict[str, float] = {}
+                for dname, dec in decoders.items():
 
-                def run(
-                    dec: Callable[..., pa.RecordBatch] = dec, d: bytes = data, h: bool = headers
-                ) -> object:
-                    return dec(d, "t", 0, 0, records, h)
+                    def run(
+                        dec: Callable[..., pa.RecordBatch] = dec,
+                        d: bytes = data,
+                        h: bool = headers,
+                        n: int = n,
+                    ) -> object:
+                        return dec(d, "t", 0, 0, n, h)
 
-                t = best_of(run, runs)
-                mb = records * value_size / t / 1e6
-                print(f"{name:8} {headers!s:8} {dname:9} {records / t / 1e6:8.2f} {mb:8.0f}")
+                    rate[dname] = n / best_of(run, runs)
+                mb = {k: r * value_size / 1e6 for k, r in rate.items()}
+                print(
+                    f"{value_size:7} {name:7} {headers!s:7} {rate['numpy'] / 1e6:12.2f} "
+                    f"{mb['numpy']:6.0f} {rate['aiokafka'] / 1e6:15.2f} {mb['aiokafka']:6.0f} "
+                    f"{rate['numpy'] / rate['aiokafka']:5.1f}x"
+                )
 
 
 BrokerProc = tuple[subprocess.Popen[bytes], str]
@@ -520,7 +545,9 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("decoder")
     d.add_argument("--records", type=int, default=200_000)
-    d.add_argument("--value-size", type=int, default=100)
+    d.add_argument(
+        "--value-size", default="10,100,1000,10000", help="comma-separated sizes in bytes"
+    )
     d.add_argument("--per-batch", type=int, default=1000)
     d.add_argument("--runs", type=int, default=3)
     sc = sub.add_parser("scan")
@@ -539,7 +566,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.cmd == "decoder":
-        bench_decoder(args.records, args.value_size, args.per_batch, args.runs)
+        sizes = [int(v) for v in args.value_size.split(",")]
+        bench_decoder(args.records, sizes, args.per_batch, args.runs)
     elif args.cmd == "scan":
         bench_scan(args.records, args.value_size, args.runs)
     else:

@@ -154,6 +154,33 @@ def test_old_magic_is_rejected() -> None:
         decode(bytes(data))
 
 
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview at an offset"])
+def test_plain_and_compressed_batches_decode_alike_from_any_buffer(kind: str) -> None:
+    recs = sample(0, 90)
+    data = build(recs[:30], CODECS["none"]) + build(recs[30:60], CODECS["lz4"])
+    data += build(recs[60:], CODECS["none"])
+    plain_only = build(recs[:30], CODECS["none"]) + build(recs[30:60], CODECS["none"])
+    for payload, expected in ((data, recs), (plain_only, recs[:60])):
+        buf: bytes | bytearray | memoryview = payload
+        if kind == "bytearray":
+            buf = bytearray(payload)
+        elif kind == "memoryview at an offset":
+            buf = memoryview(b"junk" + payload)[4:]
+        result = decode_batches(buf, topic="t", partition=0, start=5, end=80, include_headers=True)
+        assert result.batch.to_pylist() == rows([r for r in expected if 5 <= r.offset < 80])
+
+
+def test_plain_record_reaching_into_the_next_batch_is_corrupt() -> None:
+    first = bytearray(build([Rec(0, T0, None, b"abc")], CODECS["none"]))
+    assert first[66] == 6  # the value length (zig-zag 3) of the only record
+    first[66] = 0x7E  # 63 bytes: past this batch, into the next one's header
+    data = bytes(first) + build([Rec(1, T0, None, b"x" * 100)], CODECS["none"])
+    with pytest.raises(CorruptBatchError, match="record length"):
+        decode_batches(
+            data, topic="t", partition=0, start=0, end=2, include_headers=False, verify_crc=False
+        )
+
+
 def test_empty_input_gives_an_empty_batch() -> None:
     result = decode_batches(b"", topic="t", partition=0, start=0, end=10, include_headers=True)
     assert result.batch.num_rows == 0

@@ -5,7 +5,8 @@ scan. Python objects per record (what aiokafka's C reader hands back) cost more 
 parse itself; here the only per-record Python work is following the record-length chain,
 and every field is then pulled out for all records at once. Keys, values and headers are
 never copied into Python `bytes`: Arrow columns point into one buffer that holds the
-records sections (decompressed where needed), and Arrow's `take` compacts them in C++.
+records sections (the input itself when no batch is compressed, else the inflated sections
+joined), and Arrow's `take` compacts them in C++.
 bench/bench_spark.py holds the figures that chose this over aiokafka's reader.
 
 Semantics follow Spark's Kafka source with `isolation.level=read_uncommitted`: control
@@ -81,7 +82,9 @@ def _varint(u8: npt.NDArray[np.uint8], pos: I64, width: int) -> tuple[I64, I64]:
     return signed, length
 
 
-def _record_starts(data: bytes, pos: int, count: int, end: int, out: list[int]) -> None:
+def _record_starts(
+    data: bytes | memoryview, pos: int, count: int, end: int, out: list[int]
+) -> None:
     """Follow the length chain of one records section: the only per-record Python loop.
 
     Record lengths are non-negative, so the zig-zag value is just `raw >> 1`; one- and
@@ -206,6 +209,7 @@ def decode_batches(
     pos = 0
     next_offset = -1
     sections: list[memoryview] = []
+    section_at: list[int] = []  # where each section starts in `data`, while all are plain
     bases: list[int] = []
     base_ts: list[int] = []
     max_ts: list[int] = []
@@ -245,15 +249,31 @@ def decode_batches(
             raise CorruptBatchError(f"CRC mismatch in batch at offset {base}")
         payload = view[pos + HEADER_SIZE : pos + size]
         codec = attr & _CODEC_MASK
-        sections.append(payload if codec == codecs.NONE else codecs.decompress(codec, payload))
+        if codec == codecs.NONE:
+            sections.append(payload)
+            section_at.append(pos + HEADER_SIZE)
+        else:
+            sections.append(codecs.decompress(codec, payload))
         bases.append(base)
         base_ts.append(first_ts)
         max_ts.append(last_ts)
         attrs.append(attr)
         counts.append(count)
         pos += size
+    if len(section_at) == len(sections) and total < 2**31:
+        # uncompressed only: decode in place, so column values are copied once (by `take`)
+        buffer: bytes | memoryview = data if isinstance(data, bytes) else view
+        spans = [(at, len(sec)) for at, sec in zip(section_at, sections, strict=True)]
+    else:
+        buffer = b"".join(sections)
+        spans = []
+        at = 0
+        for sec in sections:
+            spans.append((at, len(sec)))
+            at += len(sec)
     rows = _rows(
-        sections,
+        buffer,
+        spans,
         bases,
         base_ts,
         max_ts,
@@ -269,7 +289,8 @@ def decode_batches(
 
 
 def _rows(
-    sections: list[memoryview],
+    data: bytes | memoryview,
+    spans: list[tuple[int, int]],
     bases: list[int],
     base_ts: list[int],
     max_ts: list[int],
@@ -282,18 +303,15 @@ def _rows(
     include_headers: bool,
 ) -> pa.RecordBatch:
     schema = arrow_schema(include_headers)
-    if not sections:
+    if not spans:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    data = b"".join(sections)
     if len(data) >= 2**31:
         raise ValueError("decode at most 2 GiB of records per call")
     starts: list[int] = []
-    section_pos = 0
-    for section, count in zip(sections, counts, strict=True):
-        if count < 0 or count > len(section):
+    for (at, size), count in zip(spans, counts, strict=True):
+        if count < 0 or count > size:
             raise CorruptBatchError(f"record count {count} does not fit its batch")
-        _record_starts(data, section_pos, count, section_pos + len(section), starts)
-        section_pos += len(section)
+        _record_starts(data, at, count, at + size, starts)
     u8 = np.frombuffer(data, dtype=np.uint8)
     batch_of = np.repeat(np.arange(len(counts)), counts)
     p = np.array(starts, dtype=np.int64)
