@@ -23,6 +23,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
+from tierlog.server import heap_profile
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
@@ -124,6 +125,9 @@ class Broker:
             loop.create_task(self._every(cfg.checkpoint_interval_ms, logs.flush_checkpoints))
         )
         self._tasks.append(loop.create_task(self._flush_rolled_segments(logs)))
+        heap_dir = heap_profile.requested()
+        if heap_dir is not None:
+            self._tasks.append(loop.create_task(heap_profile.run(heap_dir)))
         log.info(
             "tierlog broker %d serving %s:%d (cluster %s)",
             cfg.node_id,
