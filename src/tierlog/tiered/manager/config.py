@@ -37,6 +37,9 @@ class RemoteLogManagerConfig:
     list_offsets_timeout_ms: int = 30_000  # remote.list.offsets.request.timeout.ms
     copy_lag_ms: int = 0  # remote.log.copy.lag.ms (0 = upload as soon as sealed)
     copy_lag_bytes: int = 0  # remote.log.copy.lag.bytes
+    retry_backoff_ms: int = 500  # remote.log.manager.task.retry.backoff.ms
+    retry_backoff_max_ms: int = 30_000  # remote.log.manager.task.retry.backoff.max.ms
+    retry_jitter: float = 0.2  # remote.log.manager.task.retry.jitter
     initial_task_delay_ms: int = 0
     """Delay of a new task's first run (Kafka: 0). Tests raise it and drive runs with
     ``RemoteLogManager.run_now`` so each run is deterministic."""
@@ -99,4 +102,11 @@ class RemoteLogManagerConfig:
             list_offsets_timeout_ms=int(get("remote.list.offsets.request.timeout.ms", 30_000)),
             copy_lag_ms=int(get("remote.log.copy.lag.ms", 0)),
             copy_lag_bytes=int(get("remote.log.copy.lag.bytes", 0)),
+            retry_backoff_ms=int(
+                get("remote.log.manager.task.retry.backoff.ms", d.retry_backoff_ms)
+            ),
+            retry_backoff_max_ms=int(
+                get("remote.log.manager.task.retry.backoff.max.ms", d.retry_backoff_max_ms)
+            ),
+            retry_jitter=float(get("remote.log.manager.task.retry.jitter", d.retry_jitter)),
         )

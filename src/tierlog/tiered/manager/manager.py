@@ -54,6 +54,7 @@ from tierlog.tiered.api import (
     ReplicaNotAvailableException,
     TopicIdPartition,
 )
+from tierlog.tiered.manager.backoff import RetryBackoff
 from tierlog.tiered.manager.config import RemoteLogManagerConfig
 from tierlog.tiered.manager.copy_plan import candidate_segments, copy_lag
 from tierlog.tiered.manager.expiration import plan_expiration
@@ -132,6 +133,7 @@ class _Partition:
     log_start_updated: bool = False
     log_dir: Path | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    copy_backoff: RetryBackoff | None = None
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -262,7 +264,9 @@ class RemoteLogManager:
                 if p is not None:
                     for t in p.tasks():
                         t.cancel()
-                p = _Partition(lg, tip)
+                c = self.config
+                backoff = RetryBackoff(c.retry_backoff_ms, c.retry_backoff_max_ms, c.retry_jitter)
+                p = _Partition(lg, tip, copy_backoff=backoff)
                 self._partitions[lg.tp] = p
             return p
 
@@ -394,6 +398,9 @@ class RemoteLogManager:
 
     def _copy(self, p: _Partition, task: PeriodicTask) -> None:
         labels = p.labels
+        backoff = p.copy_backoff
+        if backoff is not None and not backoff.ready(self._clock()):
+            return
         try:
             self._copy_run(p, task)
         except ReplicaNotAvailableException as e:
@@ -402,10 +409,31 @@ class RemoteLogManager:
             self.metrics.copy_errors.labels(*labels).inc()
             log.error("%s: %s; copying is stopped for this partition", p.tip, e)
             task.cancel()
-        except Exception:
+        except Exception as e:
             if not task.is_cancelled():
                 self.metrics.copy_errors.labels(*labels).inc()
-                log.exception("%s: copy to remote storage failed; retrying next run", p.tip)
+                self._copy_failed(p, e)
+        else:
+            if backoff is not None:
+                backoff.succeeded()
+
+    def _copy_failed(self, p: _Partition, e: Exception) -> None:
+        """Back off; the first failure of a streak logs the stack, the rest one line."""
+        backoff = p.copy_backoff
+        if backoff is None:
+            log.exception("%s: copy to remote storage failed; retrying next run", p.tip)
+            return
+        delay = backoff.failed(self._clock())
+        if backoff.failures == 1:
+            log.exception("%s: copy to remote storage failed; retrying in %d ms", p.tip, delay)
+        else:
+            log.warning(
+                "%s: copy to remote storage failed again (%d in a row: %s); retrying in %d ms",
+                p.tip,
+                backoff.failures,
+                e,
+                delay,
+            )
 
     def _copy_run(self, p: _Partition, task: PeriodicTask) -> None:
         lg = p.log
@@ -806,6 +834,10 @@ class RemoteLogManager:
         task = self.tasks_of(tp).get(kind)
         if task is None:
             raise KeyError(f"no active {kind} task for {tp}")
+        with self._lock:
+            p = self._partitions.get(tp)
+        if kind == "copy" and p is not None and p.copy_backoff is not None:
+            p.copy_backoff.succeeded()  # an explicit run is not held back by a back-off
         task.run_once()
 
     def tasks_of(self, tp: TopicPartition) -> dict[str, PeriodicTask]:
