@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
+from tierlog.spark.driver import Catalog
 from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options
 from tierlog.spark.source import TierlogBatchReader
@@ -190,7 +191,8 @@ def wait_mostly_remote(
         ok = all(tiered[p] == local[p] - 1 and local[p] >= fraction * ends[p] for p in range(PARTS))
         return local if ok else {}
 
-    return wait_until(settled, 60, 0.2, what=f"{topic} mostly tiered")
+    found: dict[int, int] = wait_until(settled, 60, 0.2, what=f"{topic} mostly tiered")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -404,6 +406,24 @@ def test_usage_reports_remote_and_local_bytes_per_partition(
         assert r["monthly_cost"] == pytest.approx(stored[p] / 1024**3 * 1024, rel=1e-3)
 
 
+def bucket_options(tiered: Tiered, bootstrap: str) -> dict[str, str]:
+    """A job that names the plugin's settings itself: with the broker down (`bootstrap`
+    does not answer) it plans from the bucket's manifests."""
+    public = Path(tiered.secrets["encryption.key.pairs.k1.private.key.file"]).with_name(
+        "k1.pub.pem"
+    )
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": TOPIC,
+        "includeHeaders": "true",
+        "tierlog.rsm.config.storage.url": tiered.bucket.as_uri(),
+        "tierlog.rsm.config.encryption.key.pair.id": "k1",
+        "tierlog.rsm.config.encryption.key.pairs": "k1",
+        "tierlog.rsm.config.encryption.key.pairs.k1.public.key.file": str(public),
+        **tiered.options(),
+    }
+
+
 def test_batch_read_of_a_remote_range_with_the_broker_stopped(
     spark: Any, tiered: Tiered, history: tuple[list[dict[str, Any]], dict[int, int]]
 ) -> None:
@@ -415,21 +435,7 @@ def test_batch_read_of_a_remote_range_with_the_broker_stopped(
     end = {p: local_start[p] - 3 for p in range(PARTS)}
     df = (
         spark.read.format("tierlog")
-        .option("kafka.bootstrap.servers", bootstrap)  # down: planning falls back to the bucket
-        .option("subscribe", TOPIC)
-        .option("includeHeaders", "true")
-        .option("tierlog.rsm.config.storage.url", tiered.bucket.as_uri())
-        .option("tierlog.rsm.config.encryption.key.pair.id", "k1")
-        .option("tierlog.rsm.config.encryption.key.pairs", "k1")
-        .option(
-            "tierlog.rsm.config.encryption.key.pairs.k1.public.key.file",
-            str(
-                Path(tiered.secrets["encryption.key.pairs.k1.private.key.file"]).with_name(
-                    "k1.pub.pem"
-                )
-            ),
-        )
-        .options(**tiered.options())
+        .options(**bucket_options(tiered, bootstrap))
         .option("startingOffsets", json.dumps({TOPIC: {str(p): o for p, o in start.items()}}))
         .option("endingOffsets", json.dumps({TOPIC: {str(p): o for p, o in end.items()}}))
         .load()
@@ -440,4 +446,46 @@ def test_batch_read_of_a_remote_range_with_the_broker_stopped(
         key=lambda t: (t[0], t[1]),
     )
     assert len(want) >= 0.8 * N
+    assert got == want
+
+
+def test_timestamp_bounds_with_the_broker_stopped_follow_list_offsets(
+    spark: Any, tiered: Tiered, history: tuple[list[dict[str, Any]], dict[int, int]]
+) -> None:
+    """With the broker stopped, startingOffsetsByTimestamp / endingTimestamp are
+    resolved from the bucket (segment metadata, remote time indexes, batches) and mean what
+    ListOffsets means: the first offset whose timestamp is >= the target."""
+    recs, _ = history
+    if tiered.broker.running:  # run alone, not after the test above
+        tiered.broker.stop()
+    by_partition: dict[int, list[dict[str, Any]]] = {}
+    for r in sorted(recs, key=lambda r: r["offset"]):
+        by_partition.setdefault(r["partition"], []).append(r)
+
+    def first_at_or_after(p: int, ts: int) -> int:
+        return int(next(r["offset"] for r in by_partition[p] if r["timestamp"] >= ts))
+
+    starting = {p: T0 + 101 + 37 * p for p in range(PARTS)}
+    ending = T0 + 2_000
+    opts = {
+        **bucket_options(tiered, tiered.broker.bootstrap),
+        "startingOffsetsByTimestamp": json.dumps({TOPIC: {str(p): t for p, t in starting.items()}}),
+        "endingTimestamp": str(ending),
+    }
+    start = {p: first_at_or_after(p, t) for p, t in starting.items()}
+    end = {p: first_at_or_after(p, ending) for p in range(PARTS)}
+    parsed = parse_source_options(opts, streaming=False)
+    with Catalog(parsed) as c:
+        views = c.views()
+        assert c.offline  # planned from the bucket
+        assert c.resolve(parsed.starting, views, "starting") == {
+            (TOPIC, p): o for p, o in start.items()
+        }
+        assert c.resolve(parsed.ending, views, "ending") == {(TOPIC, p): o for p, o in end.items()}
+    got = collected(spark.read.format("tierlog").options(**opts).load())
+    want = sorted(
+        (as_row(r) for r in recs if start[r["partition"]] <= r["offset"] < end[r["partition"]]),
+        key=lambda t: (t[0], t[1]),
+    )
+    assert len(want) >= 1_500
     assert got == want

@@ -8,6 +8,9 @@ Three ways to learn what exists:
     manifests (`bucket`); only remote offsets exist then, read without any broker;
   * a Kafka log directory (`tierlog.log.dir`): segment files read in place, no broker -
     for backups, a stopped broker's disk, and tests of the executor path.
+
+Timestamp bounds are ListOffsets by timestamp: the broker's answer, or without a broker
+the same answer worked out from the segments (`timestamps`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from tierlog.spark.planning import (
 )
 from tierlog.spark.reader import DataLossError
 from tierlog.spark.segments import RsmSpec, offset_index, scan_log_dir
+from tierlog.spark.timestamps import offsets_for_timestamps
 from tierlog.spark.wire import BrokerClient, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -86,7 +90,7 @@ def resolve_bound(
     bound: Bound,
     tps: list[TP],
     views: Mapping[TP, PartitionView],
-    by_timestamp: Callable[[dict[TP, int]], dict[TP, tuple[int, int]]] | None,
+    by_timestamp: Callable[[dict[TP, int]], dict[TP, tuple[int, int]]],
     side: str,
 ) -> dict[TP, int]:
     """Concrete offsets for one side of the range, following Spark's rules."""
@@ -105,8 +109,6 @@ def resolve_bound(
                 v.log_start if want == EARLIEST else v.high_watermark if want == LATEST else want
             )
         return out
-    if by_timestamp is None:
-        raise OptionError(f"{side} timestamps need a broker (kafka.bootstrap.servers)")
     if bound.everywhere is None:
         missing = [tp for tp in tps if tp not in bound.explicit]
         if missing:
@@ -249,11 +251,18 @@ class Catalog:
             for tp in tps
         }
 
-    def by_timestamp(self) -> Callable[[dict[TP, int]], dict[TP, tuple[int, int]]] | None:
-        return self.client.list_offsets if self.client is not None else None
+    def by_timestamp(
+        self, views: Mapping[TP, PartitionView]
+    ) -> Callable[[dict[TP, int]], dict[TP, tuple[int, int]]]:
+        """ListOffsets by timestamp: the broker's, or worked out from the segments the
+        bucket (or log directory) holds, with the same meaning."""
+        if self.client is not None:
+            return self.client.list_offsets
+        segments = {tp: v.segments for tp, v in views.items()}
+        return lambda queries: offsets_for_timestamps(segments, queries)
 
     def resolve(self, bound: Bound, views: Mapping[TP, PartitionView], side: str) -> dict[TP, int]:
-        return resolve_bound(bound, sorted(views), views, self.by_timestamp(), side)
+        return resolve_bound(bound, sorted(views), views, self.by_timestamp(views), side)
 
     def plan(
         self, views: Mapping[TP, PartitionView], starts: Mapping[TP, int], ends: Mapping[TP, int]
