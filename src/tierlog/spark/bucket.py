@@ -15,6 +15,10 @@ What this view cannot know, and how the plan copes:
   * a copy retried under a new segment id leaves two manifests for the same offsets: the
     planner's overlap rule reads each offset from one of them only.
 
+The listing is walked page by page and manifests are fetched while it goes on; objects
+of topics the job does not read are dropped as they are listed, so a large bucket costs
+the driver memory for the wanted segments only.
+
 Each rebuilt metadata carries the manifest's own key prefix as custom metadata, so the
 plugin finds the objects where they are even if `storage.url` or the hash mask changed.
 """
@@ -22,9 +26,10 @@ plugin finds the objects where they are even if `storage.url` or the hash mask c
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST_SUFFIX = ".rsm-manifest"
+_SEGMENT_SUFFIXES = (".log", ".indexes", MANIFEST_SUFFIX)  # a segment's three objects
 _ID_LEN = 22  # Kafka's Uuid.toString(): URL-safe base64, no padding
 
 
@@ -71,9 +77,38 @@ def object_store(spec: RsmSpec) -> ObjectStoreRemoteStorageManager:
     return rsm
 
 
+#: Objects per listing page. S3 and GCS answer at most 1,000 keys per request, so larger
+#: pages only batch the Python side; smaller ones (tests) walk many pages.
+PAGE_SIZE = 1000
+
+
+def bucket_pages(
+    rsm: ObjectStoreRemoteStorageManager, page_size: int = PAGE_SIZE
+) -> Iterator[list[ListedObject]]:
+    """The objects under the plugin's prefix, one page at a time as the store returns
+    them (in no promised order): a bucket of millions of keys is never held at once."""
+    import obstore
+
+    from tierlog.storage.objectstore.errors import translate
+
+    prefix = rsm.config.key_prefix or None
+    try:
+        for page in obstore.list(rsm.backend.store, prefix, chunk_size=page_size):
+            yield [ListedObject(str(m["path"]), int(m["size"])) for m in page]
+    except Exception as exc:
+        raise translate(exc, f"list {prefix or '/'}") from exc
+
+
+def iter_bucket(
+    rsm: ObjectStoreRemoteStorageManager, page_size: int = PAGE_SIZE
+) -> Iterator[ListedObject]:
+    for page in bucket_pages(rsm, page_size):
+        yield from page
+
+
 def list_bucket(rsm: ObjectStoreRemoteStorageManager) -> list[ListedObject]:
-    """Every object under the plugin's prefix, in key order."""
-    return [ListedObject(k, s) for k, s in rsm.backend.list_objects(rsm.config.key_prefix)]
+    """Every object under the plugin's prefix (the audit joins the whole listing)."""
+    return list(iter_bucket(rsm))
 
 
 def topic_of_key(key: str) -> str | None:
@@ -105,6 +140,10 @@ def located(md: RemoteLogSegmentMetadata, manifest_key: str, stored: int) -> Buc
     return BucketSegment(manifest_key, md, stored)
 
 
+#: Manifest GETs in flight while the listing continues: bounds memory and connections.
+MANIFEST_FETCHES = 16
+
+
 def read_manifests(
     rsm: ObjectStoreRemoteStorageManager,
     listing: Iterable[ListedObject],
@@ -112,36 +151,56 @@ def read_manifests(
     *,
     on_error: Callable[[str, Exception], None] | None = None,
 ) -> list[BucketSegment]:
-    """Fetch and parse the manifests in `listing` (in parallel: one GET each).
+    """Fetch and parse the manifests in `listing` while it streams in.
 
-    A manifest that cannot be read or parsed is skipped and reported to `on_error` (the
-    audit job lists them); without `on_error` it fails the call.
+    Objects of topics `keep_topic` rejects are dropped as they are listed (their key names
+    the topic), so what is held is the wanted segments' sizes and manifests, never the
+    listing. Manifest GETs overlap the listing, at most `MANIFEST_FETCHES` at a time. A
+    manifest that cannot be read or parsed is skipped and reported to `on_error` (the audit
+    job lists them); without `on_error` it fails the call.
     """
     from tierlog.storage.objectstore.manifest import SegmentManifest, metadata_from_json
 
-    objects = list(listing)
-    sizes: dict[str, int] = defaultdict(int)
-    for o in objects:
-        for suffix in (".log", ".indexes", MANIFEST_SUFFIX):
-            if o.key.endswith(suffix):
-                sizes[o.key[: -len(suffix)]] += o.size
-    keys = [o.key for o in objects if o.key.endswith(MANIFEST_SUFFIX)]
-    if keep_topic is not None:
-        keys = [k for k in keys if (t := topic_of_key(k)) is None or keep_topic(t)]
+    sizes: dict[str, int] = defaultdict(int)  # segment base key -> its objects' bytes
 
-    def load(key: str) -> BucketSegment | None:
+    def load(key: str) -> RemoteLogSegmentMetadata | None:
         try:
             manifest = SegmentManifest.from_json_bytes(rsm.backend.get(key, "manifest"))
-            md = metadata_from_json(manifest.segment)
+            return metadata_from_json(manifest.segment)
         except Exception as exc:
             if on_error is None:
                 raise OptionError(f"manifest {key} cannot be read: {exc}") from exc
             on_error(key, exc)
             return None
-        return located(md, key, sizes[key[: -len(MANIFEST_SUFFIX)]])
 
+    slots = threading.BoundedSemaphore(MANIFEST_FETCHES)
+    pending: list[tuple[str, Future[RemoteLogSegmentMetadata | None]]] = []
     with ThreadPoolExecutor(8, thread_name_prefix="tierlog-manifests") as pool:
-        found = [s for s in pool.map(load, keys) if s is not None]
+        try:
+            for o in listing:
+                suffix = next((x for x in _SEGMENT_SUFFIXES if o.key.endswith(x)), None)
+                if suffix is None:
+                    continue
+                if keep_topic is not None:
+                    topic = topic_of_key(o.key)
+                    if topic is not None and not keep_topic(topic):
+                        continue
+                sizes[o.key[: -len(suffix)]] += o.size
+                if suffix == MANIFEST_SUFFIX:
+                    slots.acquire()
+                    future = pool.submit(load, o.key)
+                    future.add_done_callback(lambda _: slots.release())
+                    pending.append((o.key, future))
+        except BaseException:
+            for _, future in pending:
+                future.cancel()
+            raise
+        loaded = [(key, future.result()) for key, future in pending]
+    found = [
+        located(md, key, sizes[key[: -len(MANIFEST_SUFFIX)]])
+        for key, md in loaded
+        if md is not None
+    ]
     if keep_topic is not None:
         found = [s for s in found if keep_topic(s.metadata.topic_id_partition.topic)]
     return found
@@ -168,10 +227,12 @@ def newest_topic_ids(segments: list[BucketSegment]) -> list[BucketSegment]:
     return kept
 
 
-def bucket_catalog(spec: RsmSpec, keep_topic: Callable[[str], bool]) -> dict[TP, list[ColdSegment]]:
+def bucket_catalog(
+    spec: RsmSpec, keep_topic: Callable[[str], bool], page_size: int = PAGE_SIZE
+) -> dict[TP, list[ColdSegment]]:
     """COPY_FINISHED-equivalent segments per partition, from the bucket alone."""
     rsm = object_store(spec)
-    segments = newest_topic_ids(read_manifests(rsm, list_bucket(rsm), keep_topic))
+    segments = newest_topic_ids(read_manifests(rsm, iter_bucket(rsm, page_size), keep_topic))
     out: dict[TP, list[ColdSegment]] = {}
     for s in segments:
         md = s.metadata
