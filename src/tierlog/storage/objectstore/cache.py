@@ -268,6 +268,11 @@ class Cache(Generic[K, V, H]):
         with self._lock:
             return key in self._policy
 
+    def holds(self, key: K) -> bool:
+        """Resident or being loaded: asking for it again would not cost a load."""
+        with self._lock:
+            return key in self._policy or key in self._flights
+
     def get(self, key: K, loader: Callable[[], V]) -> V:
         while True:
             with self._lock:

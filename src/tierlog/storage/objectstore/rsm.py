@@ -6,9 +6,14 @@ Reads go manifest (cached) -> chunk index -> one ranged GET per chunk (cached, s
 read ahead in parallel) -> decrypt -> decompress.
 
 Threads: the broker calls every method from its own worker threads. Blocking object-store
-calls run on obstore's runtime with the GIL released; read-ahead and prefetch run on the
-fetch pool (``fetch.thread.pool.size``) and upload transforms on the transform pool
-(``upload.max.concurrency``). Both pools are owned here and shut down by ``close``.
+calls run on obstore's runtime with the GIL released. A reader's own chunk loads run inline
+in its thread; chunk read-ahead (a stream's following chunks and ``warm``) runs on the
+read-ahead pool, which has a thread for every chunk of ``READ_AHEAD_STREAMS`` full
+read-ahead windows: by Little's law a reader with ``prefetch.max.size`` bytes in flight gets
+at most ``prefetch / GET latency``, so a read-ahead GET that waits for a thread is lost
+throughput, and a thread blocked in a GET costs no CPU. Index warming runs on the fetch
+pool (``fetch.thread.pool.size``) and upload transforms on the transform pool
+(``upload.max.concurrency``). All pools are owned here and shut down by ``close``.
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ from tierlog.tiered.api import (
 
 log = logging.getLogger(__name__)
 
+#: How many streams (one per partition being read) get their whole read-ahead window in
+#: flight at once before read-ahead GETs start to wait for a thread.
+READ_AHEAD_STREAMS = 8
+_MAX_READ_AHEAD_THREADS = 256
+
 
 @dataclass(frozen=True)
 class OpenSegment:
@@ -104,6 +114,11 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
         self._transform_pool = ThreadPoolExecutor(
             cfg.upload_max_concurrency, thread_name_prefix="tierlog-rsm-transform"
         )
+        self._read_ahead = cfg.fetch_chunk_cache_prefetch_max_size // cfg.chunk_size
+        self._ahead_pool = ThreadPoolExecutor(
+            min(_MAX_READ_AHEAD_THREADS, READ_AHEAD_STREAMS * max(1, self._read_ahead)),
+            thread_name_prefix="tierlog-rsm-ahead",
+        )
         rate = cfg.upload_rate_limit_bytes_per_second
         self._uploader = SegmentUploader(
             self.backend,
@@ -142,7 +157,16 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
                 "chunk_memory", capacity_bytes=capacity, ttl_seconds=chunk_ttl, weigher=len
             )
         self._caching_chunks = cfg.fetch_chunk_cache_class != "none"
-        self._read_ahead = cfg.fetch_chunk_cache_prefetch_max_size // cfg.chunk_size
+
+    @property
+    def read_ahead_bytes(self) -> int:
+        """How far a stream reads ahead of its reader. A caller that knows which segment
+        comes next (the broker's remote reader) continues the window into it with
+        ``warm(next, start, length)``, so a reader crossing a segment boundary never finds
+        the pipeline empty; 0 when chunks are not cached (``warm`` would do nothing)."""
+        if not self._caching_chunks:
+            return 0
+        return self._read_ahead * self.config.chunk_size
 
     @property
     def config(self) -> ObjectStoreConfig:
@@ -157,6 +181,7 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
                 return
             self._closed = True
         self._fetch_pool.shutdown(wait=True, cancel_futures=True)
+        self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._transform_pool.shutdown(wait=True, cancel_futures=True)
         self.chunk_cache.clear()
         self.manifest_cache.clear()
@@ -241,7 +266,7 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
             end,
             load=lambda chunk_id: self._chunk(seg, chunk_id),
             ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
-            pool=self._fetch_pool,
+            pool=self._ahead_pool,
             read_ahead=self._read_ahead,
         )
         return io.BufferedReader(stream, buffer_size=64 * 1024)
@@ -280,28 +305,34 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
     def warm(
         self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
     ) -> int:
-        """Prefetch a segment's chunks into the chunk cache in the background, e.g. the next
-        segment while a consumer reads the current one. Returns the chunks scheduled.
+        """Prefetch ``[start_position, start_position + length)`` of a segment into the chunk
+        cache in the background (``length`` None: the read-ahead window), e.g. the next
+        segment while a consumer reads the end of the current one. Returns the chunk loads
+        scheduled: chunks already cached or loading are skipped, so a caller may widen its
+        window call by call without a chunk ever being fetched twice.
 
-        ``warm(md)`` (the default window from position 0, what a reader about to enter the
-        segment needs) also prefetches the offset and time indexes: that reader looks its start
-        position up there first, one object-store round trip each. An explicit range warms
-        only the chunks of that range.
+        A window starting at position 0 also prefetches the offset and time indexes: a
+        reader entering the segment elsewhere than its first batch looks its position up
+        there first, one object-store round trip each. ``length=0`` warms only the manifest
+        (loaded here, in the calling thread) and those indexes.
         """
         if not self._caching_chunks:
             return 0
         seg = self.open_segment(metadata)
-        if start_position >= seg.size:
-            return 0
-        if start_position == 0 and length is None:
+        if start_position == 0:
             for index_type in (IndexType.OFFSET, IndexType.TIMESTAMP):
-                self._fetch_pool.submit(self._warm_index, metadata, index_type)
+                if not self.index_cache.holds((seg.cache_id, index_type.value)):
+                    self._fetch_pool.submit(self._warm_index, metadata, index_type)
         budget = self.config.fetch_chunk_cache_prefetch_max_size if length is None else length
-        end = min(seg.size - 1, start_position + max(budget, 1) - 1)
-        chunks = seg.manifest.chunk_index.chunks_for_range(start_position, end)
-        for chunk_id in chunks:
-            self._fetch_pool.submit(self._chunk_ahead, seg, chunk_id)
-        return len(chunks)
+        if start_position >= seg.size or budget <= 0:
+            return 0
+        end = min(seg.size - 1, start_position + budget - 1)
+        scheduled = 0
+        for chunk_id in seg.manifest.chunk_index.chunks_for_range(start_position, end):
+            if not self.chunk_cache.holds((seg.cache_id, chunk_id)):
+                self._ahead_pool.submit(self._chunk_ahead, seg, chunk_id)
+                scheduled += 1
+        return scheduled
 
     def _warm_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> None:
         try:
@@ -365,11 +396,11 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
         metrics.PREFETCH_CHUNKS.inc()
         return self._chunk(seg, chunk_id)
 
-    def _load_chunk(self, seg: OpenSegment, chunk_id: int) -> bytes:
+    def _load_chunk(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
         index = seg.manifest.chunk_index
         start, end = index.stored_range(chunk_id)
         original_start, original_end = index.original_range(chunk_id)
-        stored = self.backend.get_range(seg.keys.log, start, end, "log")
+        stored = self.backend.get_range_view(seg.keys.log, start, end, "log")
         try:
             return seg.decoder.decode(
                 chunk_id,

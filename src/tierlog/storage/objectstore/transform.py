@@ -63,7 +63,7 @@ def encrypt(data_key: DataKey, plaintext: bytes, aad: bytes) -> bytes:
     return nonce + AESGCM(data_key.key).encrypt(nonce, plaintext, aad)
 
 
-def decrypt(data_key: DataKey, stored: bytes, aad: bytes, what: str) -> bytes:
+def decrypt(data_key: DataKey, stored: bytes | memoryview, aad: bytes, what: str) -> bytes:
     if len(stored) < ENCRYPTION_OVERHEAD:
         raise CorruptDataError(f"{what}: {len(stored)} bytes is too short to be encrypted")
     try:
@@ -109,9 +109,12 @@ class ChunkDecoder:
         self._data_key = data_key
         self._what = what
 
-    def decode(self, chunk_id: int, stored: bytes, compressed: bool, original_size: int) -> bytes:
+    def decode(
+        self, chunk_id: int, stored: bytes | memoryview, compressed: bool, original_size: int
+    ) -> bytes | memoryview:
+        """The original chunk; a plain stored chunk comes back as the same buffer (no copy)."""
         what = f"{self._what} chunk {chunk_id}"
-        payload = stored
+        payload: bytes | memoryview = stored
         if self._data_key is not None:
             payload = decrypt(
                 self._data_key, stored, chunk_aad(self._data_key, chunk_id, compressed), what

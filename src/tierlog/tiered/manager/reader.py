@@ -7,12 +7,27 @@ below the offset, then copy whole batches up to the byte budget. A segment with 
 batch (compacted away) moves the read to the next segment. Only whole batches are returned,
 so a response never ends in a partial batch.
 
-A read that ends within ``WARM_WINDOW_BYTES`` of its segment's end asks the storage plugin to
-warm the next segment when the plugin offers ``warm(metadata)`` (duck-typed, optional): the
-plugin's own read-ahead stops at a segment boundary, so without this a catching-up consumer
-would wait a full object-store round trip at the start of every segment. The call runs on a
-small pool of its own, once per segment: ``warm`` starts with the next segment's manifest, a
-round trip the read that triggered it must not wait for.
+The plugin's own read-ahead stops at a segment boundary, so without help a catching-up
+consumer would find the pipeline empty at the start of every segment and wait object-store
+round trips there (manifest, index, first chunk). Plugins may offer (duck-typed, optional):
+
+* ``read_ahead_bytes`` and ``warm(metadata, start, length)``: the reader continues the
+  plugin's read-ahead window into the next segment. Once a read ends within
+  ``WARM_LEAD_WINDOWS`` windows of its segment's end, the next segment's manifest and
+  indexes are warmed (``length`` 0); once the window reaches past the end, each read asks
+  for the part of the next segment it now covers, so the bytes in flight stay one window
+  across the boundary instead of dropping to nothing and then doubling;
+* only ``warm(metadata)``: called once per next segment, when a read ends within
+  ``WARM_WINDOW_BYTES`` of its segment's end.
+
+``warm`` starts with a manifest GET, a round trip the read that triggered it must not wait
+for, so the calls run on a small pool of their own.
+
+A read starting at (or before) its segment's first offset starts streaming from byte 0 while
+the offset index is looked up: that is where any lookup points, so a consumer crossing into
+the next segment, or starting from the beginning, waits one object-store round trip there
+instead of two. The lookup must still succeed before anything is served (a missing index is
+damage, reported as before).
 
 Timestamp lookups walk the epochs from the starting offset's epoch upward and consider only
 finished, in-lineage segments; when the matching segment is still present locally the caller
@@ -28,8 +43,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import BinaryIO, Final
 
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -73,18 +89,27 @@ __all__ = [
 
 _PREFIX = struct.Struct(">qi")
 
-#: Reads ending this close to their segment's end warm the next segment; matches the
-#: object-store plugin's default read-ahead, so warming starts where its read-ahead runs out.
+#: For plugins without ``read_ahead_bytes``: reads ending this close to their segment's end
+#: warm the next segment (the object-store plugin's default read-ahead).
 WARM_WINDOW_BYTES = 16 * 1024 * 1024
+#: With ``read_ahead_bytes``: the next segment's manifest and indexes are warmed once a read
+#: ends within this many read-ahead windows of its segment's end. A window is what the
+#: reader consumes per object-store round trip when the store is the limit, so this leaves
+#: about two round trips (manifest, then indexes) before the window reaches the boundary.
+WARM_LEAD_WINDOWS = 3
 
 log = logging.getLogger(__name__)
 
-_WARM_THREADS = 2
+_WARM_THREADS = 4
 _WARMED_REMEMBERED = 4096
 _warm_pool = ThreadPoolExecutor(_WARM_THREADS, thread_name_prefix="remote-log-warm")
+#: Index lookups that run alongside a read entering a segment at its first batch. Their own
+#: pool: queued behind warm calls (each a manifest GET) they would delay that read.
+_lookup_pool = ThreadPoolExecutor(8, thread_name_prefix="remote-log-lookup")
 _warm_lock = threading.Lock()
-#: Segments already handed to ``warm`` (bounded, oldest forgotten first).
-_warmed: OrderedDict[uuid.UUID, None] = OrderedDict()
+#: Segments already handed to ``warm``, with the bytes from their start asked for so far
+#: (bounded, oldest forgotten first).
+_warmed: OrderedDict[uuid.UUID, int] = OrderedDict()
 
 
 class RemoteOffsetOutOfRange(KafkaError):
@@ -323,9 +348,20 @@ def read_remote_segment(
     fetched = 0
     while True:
         cursor = _unpark(rsm, spec.tip, md, offset)
+        lookup: Future[int] | None = None
         if cursor is None:
-            position = cache.lookup_offset(md, offset)
+            if offset <= md.start_offset:
+                # byte 0 whatever the index says; the lookup still has to succeed (a missing
+                # index is damage to report) but runs alongside the first chunk's GET
+                position = 0
+                lookup = _lookup_pool.submit(cache.lookup_offset, md, offset)
+            else:
+                position = cache.lookup_offset(md, offset)
             cursor = _Cursor(md, rsm, rsm.fetch_log_segment(md, position), position)
+            if hasattr(rsm, "read_ahead_bytes"):
+                # before this read waits for its first chunk: the next segment's manifest and
+                # indexes take round trips of their own, which can overlap that wait
+                _warm_next(spec, md, position, rlmm, rsm)
         parked = False
         try:
             before = cursor.position
@@ -336,6 +372,8 @@ def read_remote_segment(
                 raise RemoteSegmentCorrupted(
                     md, f"its data ends after offset {last_seen} (reading {offset})"
                 )
+            if lookup is not None:
+                lookup.result()  # raises what an inline lookup would have raised
             if size is None:
                 nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
                 if nxt is None:
@@ -426,32 +464,49 @@ def _warm_next(
 ) -> None:
     """Best effort: a failure here must never fail (or delay) the read that triggered it."""
     warm = getattr(rsm, "warm", None)
-    if warm is None or md.segment_size_in_bytes - end_position > WARM_WINDOW_BYTES:
+    if warm is None:
+        return
+    window: int | None = getattr(rsm, "read_ahead_bytes", None)
+    remaining = md.segment_size_in_bytes - end_position
+    if window is None:
+        if remaining > WARM_WINDOW_BYTES:
+            return
+    elif remaining > WARM_LEAD_WINDOWS * window:
         return
     try:
         nxt = _segment_for(rlmm, spec.tip, spec.epochs, md.end_offset + 1)
         if nxt is None:
             return
         key = nxt.remote_log_segment_id.id
+        # bytes of the next segment inside the window that starts where this read ended
+        wanted = max(0, window - remaining) if window is not None else 0
         with _warm_lock:
-            if key in _warmed:
+            asked = _warmed.get(key)
+            if asked is not None and (window is None or wanted <= asked):
                 return
-            _warmed[key] = None
+            _warmed[key] = wanted
+            _warmed.move_to_end(key)
             while len(_warmed) > _WARMED_REMEMBERED:
                 _warmed.popitem(last=False)
-        _warm_pool.submit(_warm_one, warm, nxt, spec.tip, md.end_offset)
+        if window is None:
+            call: Callable[[], object] = partial(warm, nxt)
+        elif asked is None:  # first: manifest and indexes, and the window's part if any
+            call = partial(warm, nxt, 0, wanted)
+        else:
+            call = partial(warm, nxt, asked, wanted - asked)
+        _warm_pool.submit(_warm_one, call, nxt, spec.tip, md.end_offset)
     except Exception as e:
         log.debug("%s: warming the segment after offset %d failed: %r", spec.tip, md.end_offset, e)
 
 
 def _warm_one(
-    warm: Callable[[RemoteLogSegmentMetadata], object],
+    call: Callable[[], object],
     nxt: RemoteLogSegmentMetadata,
     tip: TopicIdPartition,
     after: int,
 ) -> None:
     try:
-        warm(nxt)
+        call()
     except Exception as e:  # forget it, so a later read of the segment's tail tries again
         with _warm_lock:
             _warmed.pop(nxt.remote_log_segment_id.id, None)
