@@ -221,3 +221,25 @@ def test_cli_topics_round_trip(module_broker: BrokerProcess) -> None:
     assert d["config_sources"]["retention.ms"] == "DEFAULT_CONFIG"
     cli("delete", "--topic", "cli-t")
     assert "cli-t" not in cli("list").split()
+
+
+def test_fetch_max_bytes_caps_a_response_whatever_the_request_asks(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory({"fetch.max.bytes": "4096"})
+    with WireClient(b.bootstrap) as c:
+        _create(c, "capped")
+    p = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(20):
+        p.produce("capped", value=bytes([i]) * 1000, partition=0)
+        p.flush(10)  # one ~1 KB batch per record
+    assert p.flush(10) == 0
+    with WireClient(b.bootstrap) as c:
+        err, first = c.fetch_raw("capped", 0, 0, max_bytes=1 << 30)
+        assert err == 0
+        assert 3000 < len(first) <= 4096  # whole batches within the broker's cap
+        big = b"x" * 6000
+        p.produce("capped", value=big, partition=0)
+        assert p.flush(10) == 0
+        err, alone = c.fetch_raw("capped", 0, 20, max_bytes=1 << 30)
+        assert err == 0 and big in alone  # one batch larger than the cap still comes back

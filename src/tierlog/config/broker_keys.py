@@ -200,6 +200,13 @@ BROKER_KEYS.add(
     K("log.preallocate", BOOL, False, "Preallocate segment files.", no_effect=True),
     K("message.max.bytes", INT, 1048588, "Largest record batch accepted.", at_least(0)),
     K(
+        "fetch.max.bytes",
+        INT,
+        57671680,
+        "Most bytes one Fetch response carries, whatever the request asks for (Kafka: 55 MiB).",
+        at_least(1024),
+    ),
+    K(
         "compression.type",
         STR,
         "producer",

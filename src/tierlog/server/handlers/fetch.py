@@ -40,9 +40,14 @@ from tierlog.tiered.manager import RemoteFetchRequest
 _NIL = uuid.UUID(int=0)
 
 #: Kafka's broker-side ``fetch.max.bytes`` default (55 MiB): the most one Fetch response may
-#: carry whatever the request asks for. Without it a request naming a partition many times
-#: with ``max_bytes`` near 2**31 made the broker read (and hold) gigabytes.
+#: carry whatever the request asks for. Without such a cap a request naming a partition
+#: many times with ``max_bytes`` near 2**31 made the broker read (and hold) gigabytes. The
+#: broker key of the same name overrides it.
 FETCH_MAX_BYTES = 57_671_680
+
+
+def _fetch_max_bytes(state: BrokerState) -> int:
+    return int(state.config.values.get("fetch.max.bytes", FETCH_MAX_BYTES))
 
 
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
@@ -266,7 +271,7 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
         )
     max_wait_s = body.max_wait.total_seconds()
     min_bytes = int(body.min_bytes)
-    max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), FETCH_MAX_BYTES)
+    max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), _fetch_max_bytes(state))
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     follower = _is_follower(body, version)
     plan = _resolve(state, body, version)
