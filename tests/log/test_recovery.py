@@ -13,6 +13,8 @@ from pathlib import Path
 from log_helpers import TP, ManagerFactory, batch, new_log
 
 from tierlog.log import LogConfig, PartitionLog
+from tierlog.log.checkpoint import read_epoch_checkpoint
+from tierlog.log.leader_epoch import EpochEntry
 from tierlog.protocol.records import iter_records, scan_batches
 
 
@@ -229,3 +231,37 @@ def test_roll_defers_the_flush_and_the_recovery_point_follows_it(
     assert part2 is not None
     assert part2.log_end_offset == 15
     assert part2.recovery_point == 15
+
+
+def test_an_appended_epoch_is_synced_before_the_recovery_point_passes_it(
+    make_manager: ManagerFactory,
+) -> None:
+    mgr = make_manager()
+    part = new_log(mgr)
+    write_batches(part, 2)  # the first append starts epoch 1 at offset 0
+    checkpoint = part.dir / "leader-epoch-checkpoint"
+    assert read_epoch_checkpoint(checkpoint) == [(1, 0)]  # written at once, fsync deferred
+    assert part.leader_epoch_cache.pending_sync
+    part.roll()
+    mgr.flush_sealed()
+    assert part.recovery_point == 6
+    assert not part.leader_epoch_cache.pending_sync
+    write_batches(part, 1)
+    part.leader_epoch_cache.assign(2, part.log_end_offset, durable=False)
+    part.flush()  # a full flush syncs it too
+    assert not part.leader_epoch_cache.pending_sync
+
+
+def test_an_epoch_whose_unsynced_checkpoint_was_lost_is_rederived_by_recovery(
+    make_manager: ManagerFactory,
+) -> None:
+    mgr = make_manager()
+    part = new_log(mgr)
+    write_batches(part, 3)
+    checkpoint = part.dir / "leader-epoch-checkpoint"
+    crash(mgr.all_logs())
+    checkpoint.write_text("0\n0\n")  # the deferred write never reached the disk
+    part2 = make_manager().get_log(TP)
+    assert part2 is not None
+    assert part2.leader_epoch_cache.entries() == [EpochEntry(1, 0)]
+    assert read_epoch_checkpoint(checkpoint) == [(1, 0)]

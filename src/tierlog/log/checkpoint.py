@@ -52,10 +52,12 @@ def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
+def write_epoch_checkpoint(
+    path: Path, entries: list[tuple[int, int]], *, durable: bool = True
+) -> None:
     """``leader-epoch-checkpoint``: "0\\n<n>\\n<epoch> <start offset>\\n"..."""
     lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    atomic_write(path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

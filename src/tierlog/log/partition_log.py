@@ -385,7 +385,7 @@ class PartitionLog:
             except OSError as exc:
                 raise KafkaStorageError(f"{self.tp}: append failed: {exc}") from exc
             if leader_epoch >= 0:
-                self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                self.leader_epoch_cache.assign(leader_epoch, base_offset, durable=False)
             self.producer_state.commit(staged, next_offset)
             self._unflushed_messages += records
             if self._unflushed_messages >= cfg.flush_messages:
@@ -495,6 +495,7 @@ class PartitionLog:
             finally:
                 os.close(fd)
         try:
+            self.leader_epoch_cache.sync()
             fsync_dir(self.dir)
         except FileNotFoundError:  # the partition was deleted meanwhile
             return
@@ -509,6 +510,7 @@ class PartitionLog:
         for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
             if nxt is None or nxt > self.recovery_point:
                 seg.flush()
+        self.leader_epoch_cache.sync()
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock()
