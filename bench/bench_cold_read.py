@@ -260,7 +260,7 @@ def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> i
         r = c.list_offset(topic, partition, timestamp)
     if r.error_code != 0:
         raise RuntimeError(f"ListOffsets {timestamp}: error {r.error_code}")
-    return r.offset
+    return int(r.offset)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str]) -> None:
@@ -299,8 +299,17 @@ def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> in
     return count
 
 
-def kcat_read(bootstrap: str, topic: str) -> tuple[float, int]:
-    """Seconds for kcat to read the whole topic from the beginning; messages it printed."""
+@dataclass
+class KcatRead:
+    seconds: float
+    messages: int
+
+
+def kcat_read(bootstrap: str, topic: str, fetch_wait_ms: int) -> KcatRead:
+    """kcat reads every partition of the topic from the beginning to the end; seconds until
+    it exits and the messages it printed. ``fetch_wait_ms`` is kcat's ``fetch.wait.max.ms``:
+    its last Fetch, at the end of the log, waits that long before ``-e`` sees the end (the
+    default 500 ms is a fixed cost inside both the cold and the hot figure)."""
     started = time.perf_counter()
     out = subprocess.run(
         [
@@ -310,13 +319,14 @@ def kcat_read(bootstrap: str, topic: str) -> tuple[float, int]:
             bootstrap,
             "-t",
             topic,
+            *("-X", f"fetch.wait.max.ms={fetch_wait_ms}"),
             *("-o", "beginning", "-e", "-q", "-f", "%o\\n"),
         ],
         capture_output=True,
         check=True,
         timeout=3600,
     ).stdout
-    return time.perf_counter() - started, out.count(b"\n")
+    return KcatRead(time.perf_counter() - started, out.count(b"\n"))
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -343,8 +353,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_idle(broker: Broker, timeout_s: float = 60.0) -> None:
+    """Wait until a freshly started broker stops using CPU on its own: after its ready line
+    it still preloads the codec's schemas on the event loop (imports, ~1 s of CPU here),
+    which would otherwise land inside the first read after a restart."""
+    deadline = time.monotonic() + timeout_s
+    before = cpu_seconds(broker.pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = cpu_seconds(broker.pid)
+        if now - before < 0.02:  # under 8 % of a core over the last 250 ms
+            return
+        before = now
+    raise RuntimeError(f"broker still busy {timeout_s}s after start")
+
+
 def cold_read(
-    broker: Broker, proxy: LatencyProxy, store: S3Server, profile: Path | None = None
+    broker: Broker,
+    proxy: LatencyProxy,
+    store: S3Server,
+    fetch_wait_ms: int,
+    profile: Path | None = None,
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
@@ -370,7 +399,7 @@ def cold_read(
         )
         time.sleep(1.0)  # py-spy attaches asynchronously (a benchmark, not a test)
     with RssSampler(broker) as sampler:
-        seconds, messages = kcat_read(broker.bootstrap, COLD)
+        kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
     store_cpu = cpu_seconds(store.proc.pid) - store_before
     if spy is not None:
@@ -384,24 +413,35 @@ def cold_read(
             if method == "GET" and path.split("?", 1)[0].endswith(suffix):
                 gets[kind] += 1
     peak = max(sampler.samples, default=before)
-    return ColdRead(seconds, messages, before, peak, cpu, store_cpu, gets)
+    return ColdRead(kc.seconds, kc.messages, before, peak, cpu, store_cpu, gets)
+
+
+@dataclass
+class RawRead:
+    seconds: float
+    mean_get_s: float  # one ranged GET of a chunk, latency plus transfer, at this concurrency
 
 
 def raw_parallel_get(
     backend: ObjectBackend, objects: list[tuple[str, int]], chunk: int, concurrency: int
-) -> float:
-    """Seconds to GET every chunk of ``objects`` with ranged GETs, ``concurrency`` at a time,
-    in key order: what the store can deliver to a reader with that much read-ahead."""
+) -> RawRead:
+    """GET every chunk of ``objects`` with ranged GETs, ``concurrency`` at a time, in key
+    order: what the store can deliver to readers with that much read-ahead in total."""
     ranges = [
         (key, start, min(start + chunk, size))
         for key, size in objects
         for start in range(0, size, chunk)
     ]
+
+    def timed(r: tuple[str, int, int]) -> float:
+        t0 = time.perf_counter()
+        backend.get_range(r[0], r[1], r[2], "log")
+        return time.perf_counter() - t0
+
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        for _ in pool.map(lambda r: backend.get_range(r[0], r[1], r[2], "log"), ranges):
-            pass
-    return time.perf_counter() - started
+        durations = list(pool.map(timed, ranges))
+    return RawRead(time.perf_counter() - started, statistics.fmean(durations))
 
 
 def median(xs: list[float]) -> float:
@@ -418,8 +458,8 @@ class StoreRun:
     produce_s: float
     upload_wait_s: float
     colds: list[ColdRead]
-    hots: list[tuple[float, int]]
-    raws: list[float]
+    hots: list[KcatRead]
+    raws: list[RawRead]
     raw_store_cpu: list[float]
     base: ColdRead | None
 
@@ -459,12 +499,12 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     backend = ObjectBackend.from_config(ObjectStoreConfig.from_props(rsm))
     broker = Broker(root, overrides)
     colds: list[ColdRead] = []
-    hots: list[tuple[float, int]] = []
-    raws: list[float] = []
+    hots: list[KcatRead] = []
+    raws: list[RawRead] = []
     raw_store_cpu: list[float] = []
     base: ColdRead | None = None
     segment = str(args.segment_mib * MiB)
-    parallel = max(1, args.prefetch_mib // args.chunk_mib)
+    parallel = args.partitions * max(1, args.prefetch_mib // args.chunk_mib)
     try:
         broker.start()
         create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
@@ -503,17 +543,23 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             if r > 0:  # a restart empties the chunk caches (the disk cache is wiped on start)
                 broker.stop()
                 broker.start()
-            colds.append(cold_read(broker, proxy, store, args.profile if r == 0 else None))
+                wait_idle(broker)
+            colds.append(
+                cold_read(
+                    broker, proxy, store, args.kcat_fetch_wait_ms, args.profile if r == 0 else None
+                )
+            )
             store_before = cpu_seconds(store.proc.pid)
             raws.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
             raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
-            hots.append(kcat_read(broker.bootstrap, HOT))
+            hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
         if args.baseline:
             broker.stop()
             broker.overrides["rsm.config.fetch.chunk.cache.class"] = "none"
             broker.overrides["rsm.config.fetch.chunk.cache.prefetch.max.size"] = "0"
             broker.start()
-            base = cold_read(broker, proxy, store)
+            wait_idle(broker)
+            base = cold_read(broker, proxy, store, args.kcat_fetch_wait_ms)
     finally:
         broker.stop()
         proxy.stop()
@@ -541,43 +587,52 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
 
     remote_gib = run.remote_bytes / GiB
     chunk_target = 1.05 * run.remote_bytes / (args.chunk_mib * MiB)
-    parallel = max(1, args.prefetch_mib // args.chunk_mib)
-    bound = args.prefetch_mib / (args.latency_ms / 1000) if args.latency_ms > 0 else float("inf")
+    window = max(1, args.prefetch_mib // args.chunk_mib)
+    parallel = args.partitions * window
+    bound = (
+        args.partitions * args.prefetch_mib / (args.latency_ms / 1000)
+        if args.latency_ms > 0
+        else float("inf")
+    )
     print(
         f"== {run.store}: {total / MiB:.0f} MiB of 1 KiB messages per topic, "
         f"{args.partitions} partition(s); {run.remote_bytes / MiB:.0f} MiB remote in "
         f"{args.segment_mib} MiB segments; chunk {args.chunk_mib} MiB, prefetch "
         f"{args.prefetch_mib} MiB, disk cache {args.cache_mib} MiB; proxy "
-        f"+{args.latency_ms:.0f} ms/request; produce {total / MiB / run.produce_s:.0f} MiB/s, "
+        f"+{args.latency_ms:.0f} ms/request; kcat fetch.wait.max.ms={args.kcat_fetch_wait_ms}; "
+        f"produce {total / MiB / run.produce_s:.0f} MiB/s, "
         f"last upload {run.upload_wait_s:.1f} s after produce; load average "
         f"{os.getloadavg()[0]:.1f}"
     )
-    for r, (cold, (hot_s, hot_n), raw_s) in enumerate(
-        zip(run.colds, run.hots, run.raws, strict=True)
-    ):
+    for r, (cold, hot, raw) in enumerate(zip(run.colds, run.hots, run.raws, strict=True)):
         bad = (
             ""
-            if cold.messages == run.sent and hot_n == run.sent
-            else f" (!! {cold.messages}/{hot_n} of {run.sent})"
+            if cold.messages == run.sent and hot.messages == run.sent
+            else f" (!! {cold.messages}/{hot.messages} of {run.sent})"
         )
+        raw_rate = run.remote_bytes / MiB / raw.seconds
         print(
-            f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot_s)}, raw GETs "
-            f"{run.remote_bytes / MiB / raw_s:.1f} MiB/s; cold/hot {hot_s / cold.seconds:.2f}x, "
-            f"cold/raw {raw_s / cold.seconds * run.remote_bytes / total:.2f}x{bad}; "
+            f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot.seconds)}, raw GETs "
+            f"{raw_rate:.1f} MiB/s (mean GET {raw.mean_get_s * 1000:.0f} ms: "
+            f"{args.partitions} x {window} x {args.chunk_mib} MiB / GET time = "
+            f"{parallel * args.chunk_mib / raw.mean_get_s:.0f} MiB/s); "
+            f"cold/hot {hot.seconds / cold.seconds:.2f}x, "
+            f"cold/raw {raw.seconds / cold.seconds * run.remote_bytes / total:.2f}x{bad}; "
             f"{run.store} busy {cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
-            f"{run.raw_store_cpu[r] / raw_s:.0%} (raw); broker "
+            f"{run.raw_store_cpu[r] / raw.seconds:.0%} (raw); broker "
             f"{cold.cpu_s / cold.seconds:.0%}"
         )
-    ratio = median([h / c.seconds for c, (h, _n) in zip(run.colds, run.hots, strict=True)])
+    ratio = median([h.seconds / c.seconds for c, h in zip(run.colds, run.hots, strict=True)])
     print(f"(b) cold/hot median {ratio:.2f}x (target >= 0.8x)")
     remote_share = run.remote_bytes / total
     vs_raw = median(
-        [r / c.seconds * remote_share for c, r in zip(run.colds, run.raws, strict=True)]
+        [r.seconds / c.seconds * remote_share for c, r in zip(run.colds, run.raws, strict=True)]
     )
     print(f"(b) cold/raw median {vs_raw:.2f}x (raw: {parallel} parallel ranged GETs, same chunks)")
     print(
-        f"(b) bound for any reader with {args.prefetch_mib} MiB in flight at "
-        f"+{args.latency_ms:.0f} ms: {bound:.0f} MiB/s (prefetch / latency, zero transfer time)"
+        f"(b) bound for {args.partitions} reader(s) with {args.prefetch_mib} MiB in flight each "
+        f"at +{args.latency_ms:.0f} ms: {bound:.0f} MiB/s (prefetch / latency, zero transfer "
+        "time); with the measured GET time it is the raw figure's bracket above"
     )
     runs = [(f"round {i + 1}", c) for i, c in enumerate(run.colds)]
     for name, cr in [*runs, ("baseline", run.base)]:
@@ -603,7 +658,18 @@ def main(argv: list[str] | None = None) -> int:
     default_mib = int(os.environ.get("TIERLOG_BENCH_COLD_MIB", "512"))
     parser.add_argument("--mib", type=int, default=default_mib, help="volume per topic")
     parser.add_argument("--store", default="s3rver", help="comma-separated: s3rver, moto")
-    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions per topic (the volume is spread over them; each has its own read-ahead)",
+    )
+    parser.add_argument(
+        "--kcat-fetch-wait-ms",
+        type=int,
+        default=10,
+        help="kcat fetch.wait.max.ms: how long its final Fetch at the end of the log waits",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--segment-mib", type=int, default=64)
