@@ -250,12 +250,12 @@ class _Cursor:
         """Give back the end of what ``read`` returned, to be served first next time."""
         if not tail:
             return
+        self.position -= len(tail)  # the carry already held is not counted in position
         if self.carry:
             tail = memoryview(bytes(tail) + bytes(self.carry))
         elif 2 * len(tail) < len(memoryview(tail.obj)):  # do not pin a large buffer for a tail
             tail = memoryview(bytes(tail))
         self.carry = tail
-        self.position -= len(tail)
 
     def close(self) -> None:
         try:

@@ -1,0 +1,283 @@
+"""The remote reader continues the object-store plugin's read-ahead window into the next
+segment, and a read entering a segment at its first batch does not wait for the index
+lookup before its first chunk GET (but still fails if the index is missing).
+
+Real parts in one process: a ``PartitionLog``, the object-store plugin on ``file://``, the
+topic-based RLMM over an in-memory metadata topic and the ``RemoteLogManager``. A wrapper
+around the plugin's backend records every ranged GET of a ``.log`` object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+
+from helpers.poll import wait_until
+from tierlog.log import LogConfig, PartitionLog, TopicPartition
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.tiered.api import (
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemoteResourceNotFoundException,
+    TopicIdPartition,
+)
+from tierlog.tiered.manager import (
+    RemoteFetchRequest,
+    RemoteFetchResult,
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+)
+from tierlog.tiered.manager.reader import forget_parked_reads
+from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
+
+KiB = 1024
+CHUNK = 64 * KiB
+WINDOW = 2 * CHUNK  # fetch.chunk.cache.prefetch.max.size
+TIP = TopicIdPartition(uuid.UUID(int=405), "ahead", 0)
+
+
+class RecordingBackend:
+    """The plugin's backend, recording each ranged GET of a ``.log`` object by chunk."""
+
+    def __init__(self, inner: ObjectBackend) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.gets: Counter[tuple[str, int]] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_range_view(self, key: str, start: int, end: int, object_type: str = "log") -> Any:
+        with self._lock:
+            self.gets[(key, start // CHUNK)] += 1
+        return self._inner.get_range_view(key, start, end, object_type)
+
+    def chunks_of(self, key: str) -> set[int]:
+        with self._lock:
+            return {c for k, c in self.gets if k == key}
+
+
+@dataclass
+class Stack:
+    log: PartitionLog
+    rsm: ObjectStoreRemoteStorageManager
+    rlm: RemoteLogManager
+    backend: RecordingBackend
+
+    def segments(self) -> list[RemoteLogSegmentMetadata]:
+        return sorted(
+            (
+                s
+                for s in self.rlm.rlmm.list_remote_log_segments(TIP)
+                if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            key=lambda s: s.start_offset,
+        )
+
+    def key(self, md: RemoteLogSegmentMetadata) -> str:
+        return self.rsm.keys_for(md).log
+
+    def read(self, offset: int, max_bytes: int) -> RemoteFetchResult:
+        (res,) = asyncio.run(
+            self.rlm.read_remote([RemoteFetchRequest(self.log, offset, max_bytes)], max_bytes)
+        )
+        return res
+
+
+def offsets_of(records: bytes | memoryview) -> list[int]:
+    view = memoryview(records)
+    return [r.offset for h in scan_batches(view) for r in iter_records(view, h)]
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    """Four sealed segments of about 3.5 chunks (records of incompressible 6 KiB values),
+    all copied to the object store and gone locally."""
+    lg = PartitionLog(
+        TopicPartition(TIP.topic, TIP.partition),
+        tmp_path / "logs" / f"{TIP.topic}-{TIP.partition}",
+        LogConfig(index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1),
+        topic_id=TIP.topic_id,
+        remote_enabled=True,
+    )
+    rng = random.Random(405)
+    for _ in range(4):
+        written = 0
+        while written < 7 * CHUNK // 2:
+            batch = build_batch([SimpleRecord(rng.randbytes(6 * KiB))])
+            lg.append_as_leader(batch, leader_epoch=0, required_acks=1)
+            written += len(batch)
+        lg.roll()
+    lg.append_as_leader(build_batch([SimpleRecord(b"tail")]), leader_epoch=0, required_acks=1)
+    rsm = ObjectStoreRemoteStorageManager()
+    rsm.configure(
+        {
+            "storage.url": (tmp_path / "bucket").as_uri(),
+            "chunk.size": str(CHUNK),
+            "fetch.chunk.cache.class": "memory",
+            "fetch.chunk.cache.prefetch.max.size": str(WINDOW),
+        }
+    )
+    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
+    rlmm.configure(
+        {
+            "remote.log.metadata.consume.poll.interval.ms": "5",
+            "remote.log.metadata.snapshot.enable": "false",
+        }
+    )
+    rlm = RemoteLogManager(
+        RemoteLogManagerConfig(task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000),
+        rsm,
+        rlmm,
+        tmp_path / "logs",
+    )
+    rlm.startup()
+    rlm.on_leadership_change([lg])
+    wait_until(lambda: rlmm.is_ready(TIP), what="remote metadata ready")
+    rlm.run_now(lg.tp, "copy")
+    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
+    lg.run_retention()
+    backend = RecordingBackend(rsm.backend)
+    rsm.backend = backend  # type: ignore[assignment]
+    # start from empty caches: the copy above left nothing in the chunk cache, but the
+    # manifests it wrote are not to be taken for warmed ones
+    rsm.manifest_cache.clear()
+    rsm.index_cache.clear()
+    st = Stack(lg, rsm, rlm, backend)
+    assert len(st.segments()) == 4
+    yield st
+    forget_parked_reads()
+    rlm.close()
+    lg.close()
+
+
+def test_the_window_continues_into_the_next_segment_as_the_reader_nears_the_end(
+    stack: Stack,
+) -> None:
+    first, second = stack.segments()[:2]
+    size = first.segment_size_in_bytes
+    offset = first.start_offset
+    consumed = 0
+    reads_near_the_end = 0
+    while offset <= first.end_offset:
+        res = stack.read(offset, 24 * KiB)
+        assert res.error is ErrorCode.NONE, res.error_message
+        got = offsets_of(res.records)
+        assert got[0] == offset
+        offset = got[-1] + 1
+        consumed += len(res.records)
+        spill = WINDOW - (size - consumed)  # bytes of the next segment inside the window
+        if spill <= 0:
+            continue
+        reads_near_the_end += 1
+        wanted = set(range(0, (spill - 1) // CHUNK + 1))
+        # the reader asks for exactly the next segment's part of the window, no more
+        wait_until(
+            lambda wanted=wanted: stack.backend.chunks_of(stack.key(second)) >= wanted,
+            what=f"chunks {sorted(wanted)} of the next segment requested",
+        )
+        assert stack.backend.chunks_of(stack.key(second)) == wanted
+    assert reads_near_the_end >= 2  # the window crossed the boundary step by step
+    assert offset == second.start_offset
+
+    # the reader entering the next segment finds its first chunks already loaded
+    before = sum(stack.backend.gets.values())
+    res = stack.read(offset, 24 * KiB)
+    assert offsets_of(res.records)[0] == second.start_offset
+    hits = stack.rsm.chunk_cache.stats.prefetch_hits
+    assert hits >= 1
+    assert sum(stack.backend.gets.values()) - before <= 2  # only read-ahead further on
+
+
+def test_the_next_segments_manifest_and_indexes_are_warmed_before_its_window(
+    stack: Stack,
+) -> None:
+    segs = stack.segments()
+    res = stack.read(segs[0].start_offset, 24 * KiB)  # far from the end in bytes, but
+    assert res.error is ErrorCode.NONE  # within WARM_LEAD_WINDOWS windows of it
+    wait_until(
+        lambda: stack.rsm.keys_for(segs[1]).manifest in stack.rsm.manifest_cache,
+        what="next manifest warmed",
+    )
+    cache_id = stack.rsm.open_segment(segs[1]).cache_id
+    wait_until(
+        lambda: all(
+            (cache_id, t.value) in stack.rsm.index_cache
+            for t in (IndexType.OFFSET, IndexType.TIMESTAMP)
+        ),
+        what="next segment's indexes warmed",
+    )
+    assert not stack.backend.chunks_of(stack.key(segs[1]))  # no chunk before the window
+    assert stack.rsm.keys_for(segs[2]).manifest not in stack.rsm.manifest_cache
+
+
+def test_a_sequential_read_across_segments_gets_every_chunk_once(stack: Stack) -> None:
+    segs = stack.segments()
+    offset = segs[0].start_offset
+    got: list[int] = []
+    while offset <= segs[-1].end_offset:
+        res = stack.read(offset, 40 * KiB)
+        assert res.error is ErrorCode.NONE, res.error_message
+        batch = offsets_of(res.records)
+        got += batch
+        offset = batch[-1] + 1
+    assert got == list(range(segs[0].start_offset, segs[-1].end_offset + 1))
+    expected = {
+        (stack.key(md), c)
+        for md in segs
+        for c in range((md.segment_size_in_bytes + CHUNK - 1) // CHUNK)
+    }
+    wait_until(lambda: set(stack.backend.gets) == expected, what="every chunk fetched")
+    assert set(stack.backend.gets.values()) == {1}
+
+
+def test_a_read_at_a_segments_first_batch_gets_its_chunk_while_the_index_lookup_waits(
+    stack: Stack,
+) -> None:
+    md = stack.segments()[0]
+    release = threading.Event()
+    fetch_index = stack.rsm.fetch_index
+
+    def held(metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        release.wait(20)
+        return fetch_index(metadata, index_type)
+
+    stack.rsm.fetch_index = held  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(stack.read, md.start_offset, 24 * KiB)
+        wait_until(
+            lambda: 0 in stack.backend.chunks_of(stack.key(md)),
+            what="first chunk GET while the offset index is held",
+        )
+        assert not reading.done()  # nothing is served before the lookup succeeded
+        release.set()
+        res = reading.result(20)
+    assert res.error is ErrorCode.NONE
+    assert offsets_of(res.records)[0] == md.start_offset
+
+
+def test_a_missing_index_still_fails_a_read_at_a_segments_first_batch(stack: Stack) -> None:
+    md = stack.segments()[1]
+
+    def missing(metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        raise RemoteResourceNotFoundException(f"{index_type.name} index is gone")
+
+    stack.rsm.fetch_index = missing  # type: ignore[method-assign]
+    res = stack.read(md.start_offset, 24 * KiB)
+    assert res.error is not ErrorCode.NONE
+    assert not res.records
