@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from log_helpers import ManagerFactory, ManualClock, batch, new_log
 
-from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
+from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog, TopicPartition
 
 DAY = 86_400_000
 
@@ -128,3 +130,27 @@ def test_tiered_log_start_passing_segment_allows_local_deletion(
     assert part.run_retention() == 1
     assert part.segments()[0].base_offset == segs[1].base_offset
     assert part.local_log_start_offset == segs[1].base_offset
+
+
+def test_a_sliced_retention_pass_skips_a_log_deleted_between_its_steps(
+    make_manager: ManagerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker runs a pass one partition per step, yielding to its loop in between; a
+    topic deleted meanwhile must not make the rest of the pass fail."""
+    mgr = make_manager(LogConfig(retention_bytes=1, segment_bytes=200))
+    tps = [TopicPartition("sliced", p) for p in range(3)]
+    for tp in tps:
+        part = mgr.create_log(tp, uuid.uuid4())
+        for i in range(6):
+            part.append_as_leader(batch(3, tag=i), leader_epoch=0)
+    assert all(len(mgr.get_log(tp).segments()) > 1 for tp in tps)  # type: ignore[union-attr]
+    steps = mgr.retention_steps()
+    first = next(steps)
+    mgr.delete_log(tps[2] if first != tps[2] else tps[1])
+    rest = list(steps)
+    assert len(rest) == 2  # every partition of the snapshot gets its step
+    assert not [r for r in caplog.records if "retention pass failed" in r.getMessage()]
+    for tp in tps:
+        part = mgr.get_log(tp)
+        if part is not None:
+            assert len(part.segments()) == 1  # size retention kept only the active segment

@@ -11,7 +11,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from tierlog.fsutil import atomic_write
@@ -52,6 +52,7 @@ class LogManager:
         self.remote_storage_system_enable = remote_storage_system_enable
         self._clock = clock
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
@@ -111,7 +112,7 @@ class LogManager:
                     )
                     self._log_dir_of[tp] = log_dir
                 marker.unlink(missing_ok=True)
-            self.flush_checkpoints()
+        self.flush_checkpoints()  # outside _lock: _checkpoint_lock is always taken first
 
     def had_clean_shutdown(self, log_dir: Path) -> bool:
         return self._had_clean_shutdown.get(Path(log_dir), False)
@@ -171,7 +172,7 @@ class LogManager:
             shutil.rmtree(target, ignore_errors=True)
             if not any(t.topic == tp.topic for t in self._logs):
                 self._topic_configs.pop(tp.topic, None)
-            self.flush_checkpoints()
+        self.flush_checkpoints()  # outside _lock: _checkpoint_lock is always taken first
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:
@@ -190,11 +191,18 @@ class LogManager:
     # -- periodic work -----------------------------------------------------------------------
 
     def run_retention(self, now_ms: int | None = None) -> None:
+        for _ in self.retention_steps(now_ms):
+            pass
+
+    def retention_steps(self, now_ms: int | None = None) -> Iterator[TopicPartition]:
+        """One retention pass, a partition per step, so the broker's loop can serve other
+        work between partitions (a pass over 1,000 partitions is ~100 ms of Python)."""
         for part in self.all_logs():
             try:
                 part.run_retention(now_ms)
             except OSError:
                 log.exception("%s: retention pass failed", part.tp)
+            yield part.tp
 
     def flush_sealed(self) -> None:
         """Background flush of rolled segments (see ``PartitionLog.flush_sealed``)."""
@@ -205,26 +213,40 @@ class LogManager:
                 log.exception("%s: flushing rolled segments failed", part.tp)
 
     def flush_checkpoints(self) -> None:
+        """Write the recovery-point and log-start checkpoints of every log dir.
+
+        The broker calls this from a worker thread, so the fsyncs do not hold ``_lock``
+        (which the loop takes to look logs up); ``_checkpoint_lock`` keeps two writers
+        (the periodic one and shutdown) from interleaving, and each writes the values it
+        collected inside it, so a file never goes back to older offsets.
+        """
+        with self._checkpoint_lock:
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        """Caller holds ``_checkpoint_lock`` (always taken before ``_lock``)."""
         with self._lock:
             by_dir: dict[Path, list[PartitionLog]] = {d: [] for d in self.log_dirs}
             for tp, part in self._logs.items():
                 by_dir[self._log_dir_of[tp]].append(part)
-            for log_dir, parts in by_dir.items():
-                log_dir.mkdir(parents=True, exist_ok=True)
-                write_offsets_checkpoint(
-                    log_dir / RECOVERY_POINT_CHECKPOINT, {p.tp: p.recovery_point for p in parts}
-                )
-                write_offsets_checkpoint(
-                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+            points = {
+                d: (
+                    {p.tp: p.recovery_point for p in parts},
                     {p.tp: p.log_start_offset for p in parts},
                 )
+                for d, parts in by_dir.items()
+            }
+        for log_dir, (recovery, starts) in points.items():
+            log_dir.mkdir(parents=True, exist_ok=True)
+            write_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+            write_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
 
     def shutdown(self) -> None:
         """Flush every log, write checkpoints, then the clean-shutdown markers."""
-        with self._lock:
+        with self._checkpoint_lock, self._lock:
             for part in self._logs.values():
                 part.close(clean=True)
-            self.flush_checkpoints()
+            self._write_checkpoints()
             for log_dir in self.log_dirs:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
             self._logs.clear()

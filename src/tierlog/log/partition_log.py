@@ -151,6 +151,7 @@ class PartitionLog:
         self.remote_enabled = remote_enabled
         self._clock = clock
         self._lock = threading.RLock()
+        self.closed = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[_PendingDelete] = []
@@ -628,6 +629,8 @@ class PartitionLog:
         """One retention pass (spec §1.8); returns the number of segments deleted."""
         now = self._clock() if now_ms is None else now_ms
         with self._lock:
+            if self.closed:  # deleted or shut down while a sliced pass was under way
+                return 0
             self._remove_due_deletes(now)
             self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
             if now - self._last_flush_ms >= self.config.flush_ms:
@@ -794,6 +797,7 @@ class PartitionLog:
     def close(self, clean: bool = True) -> None:
         """Flush and snapshot producer state (clean) and release every file."""
         with self._lock:
+            self.closed = True
             if clean:
                 self._flush_locked()
                 self.producer_state.last_map_offset = self.log_end_offset
@@ -807,6 +811,7 @@ class PartitionLog:
     def delete_files(self) -> None:
         """Remove everything on disk (topic deletion); the log must not be used afterwards."""
         with self._lock:
+            self.closed = True
             for seg in self._segments:
                 seg.close()
             for pending in self._pending_deletes:
