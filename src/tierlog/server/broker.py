@@ -23,7 +23,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
-from tierlog.server import heap_profile
+from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
@@ -130,6 +130,7 @@ class Broker:
             )
         )
         self._tasks.append(loop.create_task(self._flush_rolled_segments(logs)))
+        self._tasks.append(loop.create_task(self._trim_native_memory()))
         heap_dir = heap_profile.requested()
         if heap_dir is not None:
             self._tasks.append(loop.create_task(heap_profile.run(heap_dir)))
@@ -205,6 +206,11 @@ class Broker:
             except Exception:
                 log.exception("background flush of rolled segments failed")
 
+    async def _trim_native_memory(self) -> None:
+        while True:
+            await asyncio.sleep(native_memory.TRIM_INTERVAL_S)
+            await asyncio.to_thread(native_memory.trim)
+
     async def _warm_codec(self) -> None:
         for _ in preload_steps(ADVERTISED):
             await asyncio.sleep(0)
@@ -245,6 +251,7 @@ async def run_broker(config: BrokerConfig) -> None:
 
 def run(config: BrokerConfig) -> None:
     """Run until SIGTERM/SIGINT, on uvloop when it is installed."""
+    native_memory.limit_arenas()  # before any pool starts a thread
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a declared dependency
