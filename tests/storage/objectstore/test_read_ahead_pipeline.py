@@ -119,10 +119,19 @@ def test_a_slow_consumer_keeps_the_whole_window_of_gets_in_flight(
     wait_until(lambda: gated.flying(key) == {1, 2, 3, 4}, what="chunks 1-4 in flight")
     holds_for(lambda: gated.flying(key) == {1, 2, 3, 4}, 0.3, "no GET beyond the window")
 
-    # the consumer reaches chunk 1: its place in the window goes to chunk 5 at once
-    gated.let_through(key, 1)
+    # a GET that completes is replaced at once, before the consumer gets to its chunk
+    gated.let_through(key, 1, 2)
+    wait_until(lambda: gated.flying(key) == {3, 4, 5, 6}, what="window moved to chunks 3-6")
+
+    # loaded chunks pile up only to twice the window past the consumer's chunk
+    gated.let_through(key, *range(3, 12))
+    wait_until(lambda: set(gated.issued) == {(key, c) for c in range(9)}, what="chunks 0-8")
+    holds_for(lambda: not gated.flying(key), 0.3, "nothing past chunk 8 while the consumer waits")
+    assert (key, 9) not in gated.issued
+
+    # the consumer reaches chunk 1: chunk 9 comes into reach
     assert stream.read(CHUNK) == data[10 : CHUNK + 10]
-    wait_until(lambda: gated.flying(key) == {2, 3, 4, 5}, what="window moved to chunks 2-5")
+    wait_until(lambda: (key, 9) in gated.issued, what="chunk 9 once the consumer moved on")
 
     gated.open_all()
     assert stream.read() == data[CHUNK + 10 :]

@@ -47,7 +47,8 @@ from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLog
 
 KiB = 1024
 CHUNK = 64 * KiB
-WINDOW = 2 * CHUNK  # fetch.chunk.cache.prefetch.max.size
+WINDOW = CHUNK  # fetch.chunk.cache.prefetch.max.size: one chunk in flight
+REACH = 2 * WINDOW  # how far a stream may load ahead of its reader
 TIP = TopicIdPartition(uuid.UUID(int=405), "ahead", 0)
 
 
@@ -90,7 +91,7 @@ class Stack:
         )
 
     def key(self, md: RemoteLogSegmentMetadata) -> str:
-        return self.rsm.keys_for(md).log
+        return str(self.rsm.keys_for(md).log)
 
     def read(self, offset: int, max_bytes: int) -> RemoteFetchResult:
         (res,) = asyncio.run(
@@ -166,9 +167,10 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     lg.close()
 
 
-def test_the_window_continues_into_the_next_segment_as_the_reader_nears_the_end(
+def test_read_ahead_continues_into_the_next_segment_as_the_reader_nears_the_end(
     stack: Stack,
 ) -> None:
+    assert stack.rsm.read_ahead_bytes == REACH
     first, second = stack.segments()[:2]
     size = first.segment_size_in_bytes
     offset = first.start_offset
@@ -181,18 +183,18 @@ def test_the_window_continues_into_the_next_segment_as_the_reader_nears_the_end(
         assert got[0] == offset
         offset = got[-1] + 1
         consumed += len(res.records)
-        spill = WINDOW - (size - consumed)  # bytes of the next segment inside the window
+        spill = REACH - (size - consumed)  # bytes of the next segment within reach
         if spill <= 0:
             continue
         reads_near_the_end += 1
         wanted = set(range(0, (spill - 1) // CHUNK + 1))
-        # the reader asks for exactly the next segment's part of the window, no more
+        # the reader asks for exactly the next segment's part of the reach, no more
         wait_until(
             lambda wanted=wanted: stack.backend.chunks_of(stack.key(second)) >= wanted,
             what=f"chunks {sorted(wanted)} of the next segment requested",
         )
         assert stack.backend.chunks_of(stack.key(second)) == wanted
-    assert reads_near_the_end >= 2  # the window crossed the boundary step by step
+    assert reads_near_the_end >= 2  # the reach crossed the boundary step by step
     assert offset == second.start_offset
 
     # the reader entering the next segment finds its first chunks already loaded
@@ -204,7 +206,7 @@ def test_the_window_continues_into_the_next_segment_as_the_reader_nears_the_end(
     assert sum(stack.backend.gets.values()) - before <= 2  # only read-ahead further on
 
 
-def test_the_next_segments_manifest_and_indexes_are_warmed_before_its_window(
+def test_the_next_segments_manifest_and_indexes_are_warmed_before_its_chunks(
     stack: Stack,
 ) -> None:
     segs = stack.segments()
@@ -255,7 +257,8 @@ def test_a_read_at_a_segments_first_batch_gets_its_chunk_while_the_index_lookup_
 
     def held(metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
         release.wait(20)
-        return fetch_index(metadata, index_type)
+        stream: BinaryIO = fetch_index(metadata, index_type)
+        return stream
 
     stack.rsm.fetch_index = held  # type: ignore[method-assign]
     with ThreadPoolExecutor(1) as pool:

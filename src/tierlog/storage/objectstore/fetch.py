@@ -1,20 +1,29 @@
 """The lazy read stream over a byte range of a remote segment.
 
-Only the chunks covering the requested range are fetched, each with one ranged GET, and
-only as the reader gets to them; up to ``read_ahead`` following chunks are loaded in
-parallel on the fetch pool while the reader consumes the current one. A read-ahead task
-that has not started when the reader needs its chunk is cancelled and the chunk is loaded
-inline, so queueing never delays a reader and no chunk is fetched twice.
+Only the chunks covering the requested range are fetched, each with one ranged GET. The
+reader loads the chunk it is in inline; read-ahead keeps ``read_ahead`` GETs of the
+following chunks in flight on the read-ahead pool at all times: a GET that completes is
+replaced at once, not when the reader gets to its chunk. By Little's law a reader with
+``read_ahead`` chunks in flight gets at most ``read_ahead * chunk / GET time``; refilling
+only as the reader advances would issue the window in bursts and leave it empty for as long
+as the reader takes to consume a burst. How far ahead of the reader loaded chunks may pile
+up is bounded (``run_ahead`` chunks past the reader's, twice the window by default), so a
+reader that stops keeps a bounded amount loaded for it.
+
+A read-ahead task that has not started when the reader needs its chunk is cancelled and the
+chunk is loaded inline, so queueing never delays a reader and no chunk is fetched twice.
 """
 
 from __future__ import annotations
 
 import io
-from collections import deque
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
+
+_Ahead = Future[bytes | memoryview | None]
 
 
 class ChunkStream(io.RawIOBase):
@@ -28,6 +37,7 @@ class ChunkStream(io.RawIOBase):
         ahead: Callable[[int], bytes | memoryview | None],
         pool: Executor | None,
         read_ahead: int,
+        run_ahead: int | None = None,
     ) -> None:
         super().__init__()
         chunks = chunk_index.chunks_for_range(start, end_inclusive)
@@ -39,7 +49,16 @@ class ChunkStream(io.RawIOBase):
         self._ahead = ahead
         self._pool = pool
         self._read_ahead = read_ahead if pool is not None else 0
-        self._pending: deque[tuple[int, Future[bytes | memoryview | None]]] = deque()
+        self._run_ahead = max(
+            self._read_ahead, 2 * self._read_ahead if run_ahead is None else run_ahead
+        )
+        # read-ahead state, shared with the pool threads whose completions refill the window
+        self._lock = threading.RLock()  # a done callback may run inside _fill (already done)
+        self._pending: dict[int, _Ahead] = {}
+        self._in_flight = 0
+        self._current = chunks.start - 1  # the chunk the reader is in
+        self._scheduled_to = chunks.start  # first chunk not yet handed to read-ahead
+        self._stopped = False
         self._buf = memoryview(b"")
 
     def readable(self) -> bool:
@@ -76,9 +95,12 @@ class ChunkStream(io.RawIOBase):
         return self.read(self._remaining)
 
     def close(self) -> None:
-        for _, future in self._pending:
+        with self._lock:
+            self._stopped = True
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for future in pending:
             future.cancel()
-        self._pending.clear()
         self._buf = memoryview(b"")
         super().close()
 
@@ -87,29 +109,44 @@ class ChunkStream(io.RawIOBase):
             raise EOFError("chunk stream exhausted before its declared length")
         chunk_id = self._next_chunk
         self._next_chunk += 1
-        self._schedule_ahead(chunk_id)
-        data = self._take(chunk_id)
+        with self._lock:
+            self._current = chunk_id
+            self._scheduled_to = max(self._scheduled_to, chunk_id + 1)
+            future = self._pending.pop(chunk_id, None)
+            self._fill()
+        data = self._take(chunk_id, future)
         view = memoryview(data)
         if self._skip:
             view = view[self._skip :]
             self._skip = 0
         self._buf = view[: self._remaining]
 
-    def _take(self, chunk_id: int) -> bytes | memoryview:
-        if self._pending and self._pending[0][0] == chunk_id:
-            _, future = self._pending.popleft()
-            if not future.cancel():
-                data = future.result()
-                if data is not None:
-                    return data
+    def _take(self, chunk_id: int, future: _Ahead | None) -> bytes | memoryview:
+        if future is not None and not future.cancel():
+            data = future.result()
+            if data is not None:
+                return data
         return self._load(chunk_id)
 
-    def _schedule_ahead(self, current: int) -> None:
-        """Keep chunks current+1 .. current+read_ahead submitted."""
-        if self._pool is None or self._read_ahead <= 0:
+    def _fill(self) -> None:
+        """Hand chunks to read-ahead until ``read_ahead`` are in flight or the run-ahead
+        bound is reached; called with the lock held."""
+        if self._pool is None or self._read_ahead <= 0 or self._stopped:
             return
-        following = self._pending[-1][0] + 1 if self._pending else current + 1
-        limit = min(current + self._read_ahead, self._last_chunk)
-        while following <= limit:
-            self._pending.append((following, self._pool.submit(self._ahead, following)))
-            following += 1
+        limit = min(self._last_chunk, self._current + self._run_ahead)
+        while self._in_flight < self._read_ahead and self._scheduled_to <= limit:
+            chunk_id = self._scheduled_to
+            try:
+                future = self._pool.submit(self._ahead, chunk_id)
+            except RuntimeError:  # the pool is shut down: the plugin is closing
+                self._stopped = True
+                return
+            self._scheduled_to += 1
+            self._in_flight += 1
+            self._pending[chunk_id] = future
+            future.add_done_callback(self._landed)
+
+    def _landed(self, _future: _Ahead) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._fill()

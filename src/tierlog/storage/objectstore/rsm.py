@@ -160,13 +160,14 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
 
     @property
     def read_ahead_bytes(self) -> int:
-        """How far a stream reads ahead of its reader. A caller that knows which segment
-        comes next (the broker's remote reader) continues the window into it with
+        """How far a stream may load ahead of its reader (its run-ahead: twice the
+        ``prefetch.max.size`` it keeps in flight). A caller that knows which segment comes
+        next (the broker's remote reader) continues that reach into it with
         ``warm(next, start, length)``, so a reader crossing a segment boundary never finds
         the pipeline empty; 0 when chunks are not cached (``warm`` would do nothing)."""
         if not self._caching_chunks:
             return 0
-        return self._read_ahead * self.config.chunk_size
+        return 2 * self._read_ahead * self.config.chunk_size
 
     @property
     def config(self) -> ObjectStoreConfig:
