@@ -32,7 +32,7 @@ from helpers.poll import wait_until
 from tierlog.spark.driver import Catalog
 from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options
-from tierlog.spark.source import TierlogBatchReader
+from tierlog.spark.source import SlicePartition, TierlogBatchReader
 from tierlog.spark.wire import BrokerClient
 
 pytestmark = pytest.mark.spark
@@ -299,7 +299,9 @@ def test_batch_read_of_a_mostly_tiered_topic_equals_what_was_produced(
         {"kafka.bootstrap.servers": tiered.broker.bootstrap, "subscribe": TOPIC},
         streaming=False,
     )
-    planned = [s for p in TierlogBatchReader(opts).partitions() for s in p.slices]
+    parts = TierlogBatchReader(opts).partitions()
+    planned = [s for p in parts if isinstance(p, SlicePartition) for s in p.slices]
+    assert len(parts) == len({id(p) for p in parts if isinstance(p, SlicePartition)})
     assert sum(s.end - s.start for s in planned if s.segment is not None) >= 0.8 * N
 
 
