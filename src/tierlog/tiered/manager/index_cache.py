@@ -105,7 +105,9 @@ class IndexEntry:
         self.time_index = time_index
         self.txn_path = txn_path
         self._txns: list[AbortedTxn] | None = None
-        self.weight = offset_index.size_bytes + time_index.size_bytes + txn_path.stat().st_size
+        # what the entry costs in memory (mapped files count whole pages) plus the txn
+        # index on disk, so the byte budget bounds RSS too
+        self.weight = offset_index.memory_bytes + time_index.memory_bytes + txn_path.stat().st_size
         self.closed = False
         self.lock = threading.Lock()
 

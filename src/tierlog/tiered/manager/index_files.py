@@ -44,8 +44,15 @@ class AbortedTxn:
     last_stable_offset: int
 
 
+#: Index files below this size are read into memory instead of mapped. A mapping costs at
+#: least a page of RSS and a kernel VMA whatever the file's size; the indexes of small
+#: segments are a few hundred bytes, so a cache of thousands of them mapped cost ~10x its
+#: byte budget in RSS (and could approach ``vm.max_map_count``).
+MMAP_MIN_BYTES = 64 * 1024
+
+
 class MappedIndex:
-    """A memory map of one index file (empty files are kept as empty bytes)."""
+    """One index file: memory-mapped when large, read into bytes when small."""
 
     def __init__(self, path: Path, entry_size: int) -> None:
         self.path = path
@@ -55,9 +62,14 @@ class MappedIndex:
                 raise CorruptIndexError(
                     f"{path.name}: size {size} is not a multiple of {entry_size}"
                 )
-            self._buf: mmap.mmap | bytes = (
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-            )
+            if size >= MMAP_MIN_BYTES:
+                self._buf: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                pages = -(-size // mmap.PAGESIZE)
+                self.memory_bytes = pages * mmap.PAGESIZE
+            else:
+                f.seek(0)
+                self._buf = f.read()
+                self.memory_bytes = size
         self.size_bytes = size
         self.entry_size = entry_size
         n = size // entry_size
