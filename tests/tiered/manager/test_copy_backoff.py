@@ -58,7 +58,9 @@ def test_a_failed_copy_holds_back_scheduled_runs_until_its_back_off_ends(tmp_pat
         st.close()
 
 
-def test_with_a_zero_back_off_the_next_tick_retries_and_later_segments_follow(tmp_path: Path) -> None:
+def test_with_a_zero_back_off_the_next_tick_retries_and_later_segments_follow(
+    tmp_path: Path,
+) -> None:
     st = make_stack(tmp_path, rlm_overrides={"retry_backoff_ms": 0, "retry_jitter": 0.0})
     try:
         st.produce(10, per_segment=10)
