@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from log_helpers import ManagerFactory, ManualClock, batch, new_log
 
-from tierlog.log import LogAppendError, LogConfig
+from tierlog.log import KafkaStorageError, LogAppendError, LogConfig
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import scan_batches
 
@@ -86,3 +89,31 @@ def test_timestamp_too_far_in_future_is_invalid_timestamp(
     with pytest.raises(LogAppendError) as info:
         part.append_as_leader(batch(1, ts=clock.now + 120_000), leader_epoch=0)
     assert info.value.code is ErrorCode.INVALID_TIMESTAMP
+
+
+def test_a_roll_that_cannot_create_files_is_a_storage_error_and_the_next_append_rolls(
+    make_manager: ManagerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMFILE/ENOSPC while rolling (seen with thousands of untiered local segments): the
+    produce gets KAFKA_STORAGE_ERROR, nothing is appended, and the log keeps working."""
+    part = new_log(make_manager(LogConfig(segment_bytes=300)))
+    while len(part.segments()) == 1:
+        part.append_as_leader(batch(2), leader_epoch=0)
+    end = part.log_end_offset
+    real = part.producer_state.take_snapshot
+
+    def no_files(*, durable: bool = True) -> Path:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(part.producer_state, "take_snapshot", no_files)
+    with pytest.raises(KafkaStorageError) as err:
+        for _ in range(50):  # until the active segment is full and must roll
+            part.append_as_leader(batch(2), leader_epoch=0)
+            end = part.log_end_offset
+    assert err.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert part.log_end_offset == end  # the failed append left nothing behind
+    segments = len(part.segments())
+    monkeypatch.setattr(part.producer_state, "take_snapshot", real)
+    assert part.append_as_leader(batch(2), leader_epoch=0).base_offset == end
+    assert len(part.segments()) == segments + 1
+    assert scan_batches(part.read(end, 1 << 20).to_bytes())[0].base_offset == end

@@ -101,6 +101,10 @@ def tiered_overrides(bucket: Bucket, endpoint: str | None = None, **rsm: str) ->
     out = {
         "remote.log.storage.manager.class.name": "objectstore",
         "remote.log.manager.task.interval.ms": "300",
+        # Kafka's defaults cap the copy back-off at its task interval (30 s each); keep the
+        # same proportion to these short intervals, or a streak of injected store faults
+        # parks copying for 30 s while producers fill the disk with untiered segments
+        "remote.log.manager.task.retry.backoff.max.ms": "3000",
         "log.retention.check.interval.ms": "300",
         "log.segment.delete.delay.ms": "0",
         "offsets.topic.num.partitions": "1",

@@ -380,7 +380,10 @@ class PartitionLog:
             base_offset = self.log_end_offset
             active = self.active_segment
             if active.should_roll(cfg, total, max_ts, next_offset - 1, now, self._jitter_ms):
-                active = self._roll_locked()
+                try:
+                    active = self._roll_locked()
+                except OSError as exc:  # e.g. EMFILE/ENOSPC: nothing appended, next try rolls
+                    raise KafkaStorageError(f"{self.tp}: segment roll failed: {exc}") from exc
             try:
                 active.append(buffers, infos)
             except OSError as exc:

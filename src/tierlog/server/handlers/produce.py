@@ -72,6 +72,13 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
                 parts.append(_error(index, e.code, e.message))
                 failed = True
                 continue
+            except Exception as e:
+                # As Kafka's appendToLocalLog: an unexpected failure is this partition's
+                # error, never a response the client cannot parse.
+                log.exception("produce to %s-%d failed", name, index)
+                parts.append(_error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e)))
+                failed = True
+                continue
             state.purgatory.notify((name, index))
             parts.append(
                 {
