@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,26 @@ def test_a_roll_that_cannot_create_files_is_a_storage_error_and_the_next_append_
     assert part.append_as_leader(batch(2), leader_epoch=0).base_offset == end
     assert len(part.segments()) == segments + 1
     assert scan_batches(part.read(end, 1 << 20).to_bytes())[0].base_offset == end
+
+
+def test_sealed_segments_keep_one_descriptor_each(make_manager: ManagerFactory) -> None:
+    """Only the active segment's indexes keep their files open (they are remapped as they
+    grow); a sealed index lives on its mapping, so untiered segments cost one fd each."""
+    part = new_log(make_manager(LogConfig(segment_bytes=300)))
+    while len(part.segments()) < 40:
+        part.append_as_leader(batch(2), leader_epoch=0)
+
+    targets = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            targets.append(Path(os.readlink(fd)))
+        except OSError:
+            continue
+    mine = [t for t in targets if t.parent == part.dir]
+    active = part.segments()[-1]
+    assert sum(1 for t in mine if t.suffix == ".log") == 40
+    indexes = {t for t in mine if t.suffix in (".index", ".timeindex")}
+    assert indexes == {active.offset_index_path, active.time_index_path}  # no sealed one
+    # sealed indexes still answer lookups from their mappings
+    first = part.segments()[0]
+    assert part.read(first.base_offset + 1, 1 << 20).first_batch_offset == first.base_offset

@@ -40,33 +40,69 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+#: Sealed indexes smaller than this are held as bytes instead of a mapping (see ``_seal``).
+FREEZE_MAX_BYTES = 64 * 1024
+
+
 class _MappedIndex:
     entry_size = 8
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._closed = False
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         length = os.fstat(self._fd).st_size
         self._entries = length // self.entry_size
         self._mmap: mmap.mmap | None = None
+        self._frozen: bytes | None = None
         self._max_entries = self._entries
         self.writable = False
         if writable:
             self.make_writable(max_index_size)
         else:
             self._remap(self._entries * self.entry_size)
+            self._seal()
 
     # -- file management --------------------------------------------------------------
 
+    def _ensure_fd(self) -> int:
+        if self._fd < 0:
+            if self._closed:
+                raise ValueError(f"{self.path}: index is closed")
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
+    def _release_fd(self) -> None:
+        if self._fd >= 0 and not self.writable:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _seal(self) -> None:
+        """A sealed index never changes: keep one descriptor per segment (its ``.log``),
+        not three. Python's mmap holds a dup of the file's descriptor (``trackfd`` only
+        exists from 3.13), so a small sealed index is copied into bytes and unmapped; a
+        large one stays mapped (few segments are that large). Thousands of small untiered
+        segments during a store outage otherwise ran into the fd limit."""
+        if self._mmap is not None and len(self._mmap) < FREEZE_MAX_BYTES:
+            self._frozen = self._mmap[:]
+            self._mmap.close()
+            self._mmap = None
+        self._release_fd()
+
     def _remap(self, length: int) -> None:
+        self._frozen = None
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, length)
+        fd = self._ensure_fd()
+        os.ftruncate(fd, length)
         if length > 0:
-            self._mmap = mmap.mmap(self._fd, length)
+            self._mmap = mmap.mmap(fd, length)
         self._max_entries = length // self.entry_size
+
+    def _file_size(self) -> int:
+        return os.fstat(self._fd).st_size if self._fd >= 0 else os.stat(self.path).st_size
 
     def make_writable(self, max_index_size: int) -> None:
         """Preallocate to ``max_index_size`` (rounded down to whole entries)."""
@@ -78,12 +114,15 @@ class _MappedIndex:
         """Shrink the file to its entries: sealed segments keep no slack."""
         self._remap(self._entries * self.entry_size)
         self.writable = False
+        self._seal()
 
     def flush(self) -> None:
         if self._mmap is not None:
             self._mmap.flush()
 
     def close(self) -> None:
+        self._closed = True
+        self._frozen = None
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
@@ -99,10 +138,12 @@ class _MappedIndex:
         mmap made recovering an empty partition cost ~35 ms.
         """
         self._entries = 0
-        if self._mmap is not None:
-            size = len(self._mmap)
+        current = self._mmap if self._mmap is not None else self._frozen
+        if current is not None:
+            size = len(current)
             self._remap(0)
-            self._remap(size)
+            self._remap(size)  # mapped again: the rebuild writes into it, then trims
+            self._release_fd()
 
     @property
     def entries(self) -> int:
@@ -125,9 +166,11 @@ class _MappedIndex:
             raise ValueError(f"offset {offset} not relative to base {self.base_offset}")
         return rel
 
-    def _mm(self) -> mmap.mmap:
-        assert self._mmap is not None
-        return self._mmap
+    def _mm(self) -> mmap.mmap | bytes:
+        if self._mmap is not None:
+            return self._mmap
+        assert self._frozen is not None
+        return self._frozen
 
 
 class OffsetIndex(_MappedIndex):
@@ -152,7 +195,7 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, offset: int) -> OffsetPosition:
         """Floor entry for ``offset``, or (base offset, 0) when none is smaller."""
-        mm = self._mmap
+        mm = self._mmap if self._mmap is not None else self._frozen
         lo, hi = 0, self._entries - 1
         target = offset - self.base_offset
         found = -1
@@ -177,7 +220,7 @@ class OffsetIndex(_MappedIndex):
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap check (length and last entry), run when a segment is opened."""
-        length = os.fstat(self._fd).st_size
+        length = self._file_size()
         if length % self.entry_size:
             raise CorruptIndexError(f"{self.path}: size {length} not a multiple of 8")
         if self._entries:
@@ -235,7 +278,7 @@ class TimeIndex(_MappedIndex):
         self._entries = n
 
     def sanity_check(self, log_end_offset: int) -> None:
-        length = os.fstat(self._fd).st_size
+        length = self._file_size()
         if length % self.entry_size:
             raise CorruptIndexError(f"{self.path}: size {length} not a multiple of 12")
         if self._entries:
