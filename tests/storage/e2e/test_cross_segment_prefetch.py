@@ -9,7 +9,6 @@ copied with the manager's own copy task and read back with its read path.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import poll as helpers_poll
+from helpers.manual_rlm import tier_everything
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
@@ -29,9 +29,8 @@ from tierlog.tiered.api import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManager, RemoteLogManagerConfig
+from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManager
 from tierlog.tiered.manager.reader import WARM_WINDOW_BYTES
-from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -98,25 +97,7 @@ def build_stack(root: Path, segment_sizes: list[int], props: dict[str, str]) -> 
     lg.append_as_leader(build_batch([SimpleRecord(b"tail")]), leader_epoch=0, required_acks=1)
     rsm = ObjectStoreRemoteStorageManager()
     rsm.configure({"storage.url": (root / "bucket").as_uri(), **props})
-    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
-    rlmm.configure(
-        {
-            "remote.log.metadata.consume.poll.interval.ms": "5",
-            "remote.log.metadata.snapshot.enable": "false",
-        }
-    )
-    rlm = RemoteLogManager(
-        RemoteLogManagerConfig(task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000),
-        rsm,
-        rlmm,
-        root / "logs",
-    )
-    rlm.startup()
-    rlm.on_leadership_change([lg])
-    poll(lambda: rlmm.is_ready(TIP), "remote metadata ready")
-    rlm.run_now(lg.tp, "copy")
-    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
-    lg.run_retention()
+    rlm = tier_everything(lg, rsm, TIP, root / "logs")
     stack = WarmStack(lg, rsm, rlm)
     assert len(stack.remote()) == len(segment_sizes)
     return stack

@@ -10,7 +10,6 @@ around the plugin's backend records every ranged GET of a ``.log`` object.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import threading
 import uuid
@@ -23,6 +22,7 @@ from typing import Any, BinaryIO
 
 import pytest
 
+from helpers.manual_rlm import tier_everything
 from helpers.poll import wait_until
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
@@ -40,10 +40,8 @@ from tierlog.tiered.manager import (
     RemoteFetchRequest,
     RemoteFetchResult,
     RemoteLogManager,
-    RemoteLogManagerConfig,
 )
 from tierlog.tiered.manager.reader import forget_parked_reads
-from tierlog.tiered.metadata import InMemoryMetadataTopicIO, TopicBasedRemoteLogMetadataManager
 
 KiB = 1024
 CHUNK = 64 * KiB
@@ -134,25 +132,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
             "fetch.chunk.cache.prefetch.max.size": str(WINDOW),
         }
     )
-    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
-    rlmm.configure(
-        {
-            "remote.log.metadata.consume.poll.interval.ms": "5",
-            "remote.log.metadata.snapshot.enable": "false",
-        }
-    )
-    rlm = RemoteLogManager(
-        RemoteLogManagerConfig(task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000),
-        rsm,
-        rlmm,
-        tmp_path / "logs",
-    )
-    rlm.startup()
-    rlm.on_leadership_change([lg])
-    wait_until(lambda: rlmm.is_ready(TIP), what="remote metadata ready")
-    rlm.run_now(lg.tp, "copy")
-    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
-    lg.run_retention()
+    rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs")
     backend = RecordingBackend(rsm.backend)
     rsm.backend = backend  # type: ignore[assignment]
     # start from empty caches: the copy above left nothing in the chunk cache, but the
