@@ -352,12 +352,20 @@ class ColdRead:
     cpu_s: float
     store_cpu_s: float
     gets: dict[str, int]
+    minor_faults: int = 0
 
 
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(pid: int) -> int:
+    """Page faults served without I/O: a fresh mapping touched for the first time costs one
+    per 4 KiB page, a few microseconds each in a VM, so they show up as broker CPU."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def wait_idle(broker: Broker, timeout_s: float = 60.0) -> None:
@@ -385,11 +393,14 @@ def cold_read(
     proxy.reset_counts()
     before = broker.rss()
     cpu_before = cpu_seconds(broker.pid)
+    faults_before = minor_faults(broker.pid)
     store_before = cpu_seconds(store.proc.pid)
     spy = None
     if profile is not None:  # py-spy on the broker for the duration of the read
         spy = subprocess.Popen(
-            [
+            ["perf", "record", "-F", "499", "-g", "-p", str(broker.pid), "-o", str(profile)]
+            if os.environ.get("BENCH_PERF")
+            else [
                 str(Path(sys.executable).parent / "py-spy"),
                 "record",
                 "--pid",
@@ -408,6 +419,7 @@ def cold_read(
     with RssSampler(broker) as sampler:
         kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
+    faults = minor_faults(broker.pid) - faults_before
     store_cpu = cpu_seconds(store.proc.pid) - store_before
     if spy is not None:
         spy.send_signal(signal.SIGINT)
@@ -420,7 +432,7 @@ def cold_read(
             if method == "GET" and path.split("?", 1)[0].endswith(suffix):
                 gets[kind] += 1
     peak = max(sampler.samples, default=before)
-    return ColdRead(kc.seconds, kc.messages, before, peak, cpu, store_cpu, gets)
+    return ColdRead(kc.seconds, kc.messages, before, peak, cpu, store_cpu, gets, faults)
 
 
 @dataclass
@@ -469,6 +481,7 @@ class StoreRun:
     raws: list[RawRead]
     raw_store_cpu: list[float]
     base: ColdRead | None
+    ceiling: list[tuple[int, float, float]]  # (GETs in flight, MiB/s, store CPU share)
 
 
 def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
@@ -486,7 +499,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         "storage.aws.access.key.id": store.key_id,
         "storage.aws.secret.access.key": store.secret,
         "chunk.size": str(args.chunk_mib * MiB),
-        "fetch.chunk.cache.class": "disk",
+        "fetch.chunk.cache.class": args.cache_class,
         "fetch.chunk.cache.path": str(root / "chunk-cache"),
         "fetch.chunk.cache.size": str(args.cache_mib * MiB),
         "fetch.chunk.cache.prefetch.max.size": str(args.prefetch_mib * MiB),
@@ -510,6 +523,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     raws: list[RawRead] = []
     raw_store_cpu: list[float] = []
     base: ColdRead | None = None
+    ceiling: list[tuple[int, float, float]] = []
     segment = str(args.segment_mib * MiB)
     parallel = args.partitions * max(1, args.prefetch_mib // args.chunk_mib)
     try:
@@ -560,6 +574,19 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             raws.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
             raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
+        if args.ceiling:
+            # what the store alone can deliver on this machine: no proxy, no broker, no
+            # kcat; more GETs in flight until it stops getting faster
+            direct = ObjectBackend.from_config(
+                ObjectStoreConfig.from_props(
+                    {**rsm, "storage.s3.endpoint.url": f"http://127.0.0.1:{store.port}"}
+                )
+            )
+            for inflight in (4, 8, 16, 32):
+                store_before = cpu_seconds(store.proc.pid)
+                got = raw_parallel_get(direct, objects, args.chunk_mib * MiB, inflight)
+                busy = (cpu_seconds(store.proc.pid) - store_before) / got.seconds
+                ceiling.append((inflight, remote_bytes / MiB / got.seconds, busy))
         if args.baseline:
             broker.stop()
             broker.overrides["rsm.config.fetch.chunk.cache.class"] = "none"
@@ -583,6 +610,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         raws,
         raw_store_cpu,
         base,
+        ceiling,
     )
 
 
@@ -605,7 +633,7 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         f"== {run.store}: {total / MiB:.0f} MiB of 1 KiB messages per topic, "
         f"{args.partitions} partition(s); {run.remote_bytes / MiB:.0f} MiB remote in "
         f"{args.segment_mib} MiB segments; chunk {args.chunk_mib} MiB, prefetch "
-        f"{args.prefetch_mib} MiB, disk cache {args.cache_mib} MiB; proxy "
+        f"{args.prefetch_mib} MiB, {args.cache_class} cache {args.cache_mib} MiB; proxy "
         f"+{args.latency_ms:.0f} ms/request; kcat fetch.wait.max.ms={args.kcat_fetch_wait_ms}; "
         f"produce {total / MiB / run.produce_s:.0f} MiB/s, "
         f"last upload {run.upload_wait_s:.1f} s after produce; load average "
@@ -641,6 +669,13 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         f"at +{args.latency_ms:.0f} ms: {bound:.0f} MiB/s (prefetch / latency, zero transfer "
         "time); with the measured GET time it is the raw figure's bracket above"
     )
+    for inflight, mib_s, busy in run.ceiling:
+        hot_median = median([h.seconds for h in run.hots])
+        print(
+            f"(b) store ceiling, {inflight} GETs in flight straight to {run.store} (no proxy, no "
+            f"broker): {mib_s:.0f} MiB/s = {mib_s / (total / MiB / hot_median):.2f}x the median "
+            f"hot read; {run.store} busy {busy:.0%} of a core"
+        )
     runs = [(f"round {i + 1}", c) for i, c in enumerate(run.colds)]
     for name, cr in [*runs, ("baseline", run.base)]:
         if cr is None:
@@ -656,7 +691,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         print(
             f"(d) {name}: broker RSS {cr.rss_before / MiB:.0f} MiB before, peak "
             f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
-            f"{cr.cpu_s / (total / GiB):.2f} s per GiB read"
+            f"{cr.cpu_s / (total / GiB):.2f} s per GiB read, "
+            f"{cr.minor_faults / (total / GiB):,.0f} minor page faults per GiB"
         )
 
 
@@ -683,7 +719,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-mib", type=int, default=4)
     parser.add_argument("--prefetch-mib", type=int, default=16)
     parser.add_argument("--cache-mib", type=int, default=256, help="disk chunk cache size")
+    parser.add_argument(
+        "--cache-class",
+        default="disk",
+        choices=["disk", "memory", "none"],
+        help="chunk cache (the issue's benchmark: disk)",
+    )
     parser.add_argument("--baseline", action="store_true", help="also read with no cache/prefetch")
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also GET every chunk straight from the store at 4-32 in flight (its ceiling here)",
+    )
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
     args = parser.parse_args(argv)
