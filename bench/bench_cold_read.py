@@ -35,9 +35,13 @@ and the bound is N x prefetch / latency. kcat runs with ``fetch.wait.max.ms=10``
 (``--kcat-fetch-wait-ms``): its final Fetch at the end of the log waits that long, a fixed
 cost inside both figures that at the default 500 ms dominated the hot read.
 
+``--ceiling`` then GETs every chunk straight from the store (no proxy, no broker, no kcat)
+with 4 to 32 in flight: what any reader of that store can get on this machine, so the cold
+read's ceiling before the proxy, the window or the broker enter.
+
 Run: ``.venv/bin/python bench/bench_cold_read.py [--mib 512] [--store s3rver,moto] [--baseline]
-[--partitions 4]``; ``TIERLOG_BENCH_COLD_MIB=64`` scales the volume down for a quick run
-(``--mib`` wins).
+[--partitions 4] [--ceiling] [--cache-class disk|memory|none]``;
+``TIERLOG_BENCH_COLD_MIB=64`` scales the volume down for a quick run (``--mib`` wins).
 """
 
 from __future__ import annotations
