@@ -23,7 +23,10 @@ bucket, then one Spark scans the remote offsets two ways:
                which serves them from the same bucket through its RemoteLogManager. Run:
 
     .venv/bin/python bench/bench_spark.py cold [--records N] [--master local[1]]
-        [--transforms]
+        [--transforms] [--value-size B] [--segment-mb M] [--broker-cores F]
+
+`--broker-cores F` holds the broker to F cores (cgroup v1 CPU quota) during the scans: a
+scale model of one broker serving many executor cores, which two shared cores cannot host.
 """
 
 from __future__ import annotations
@@ -449,6 +452,7 @@ def bench_cold(
     transforms: bool,
     segment_mb: int,
     s3_latency_ms: float | None,
+    broker_cores: float | None = None,
 ) -> None:
     """Cold history scan of a fully tiered topic: executors reading the bucket directly
     (the default) against the same scan through the broker's Fetch path, which serves the
@@ -473,6 +477,8 @@ def bench_cold(
             }
             _produce(bootstrap, "cold", records, value_size, configs)
             local = _wait_tiered(bootstrap, "cold", 600)
+            if broker_cores is not None:  # after produce and upload, which it would slow
+                _cap_cpu(proc.pid, broker_cores)
             cold = {"cold": {str(p): o for p, o in local.items()}}
             spark = (
                 SparkSession.builder.master(master)
@@ -505,6 +511,7 @@ def bench_cold(
                 f"({mb:.0f} MB of values, {stored / 1e6:.0f} MB of .log objects), lz4 batches, "
                 f"{'zstd chunks' if transforms else 'no transforms'}, "
                 + (f"S3 (moto) +{s3_latency_ms:.0f} ms/request" if store else "file:// bucket")
+                + (f"; broker held to {broker_cores} of a core" if broker_cores else "")
             )
             best = dict.fromkeys(sources, float("inf"))
             cpu = dict.fromkeys(sources, float("inf"))
@@ -546,6 +553,17 @@ def bench_cold(
                 stop_s3()
 
 
+def _cap_cpu(pid: int, cores: float) -> None:
+    """Hold a process (all its threads) to ``cores`` of CPU with a cgroup v1 CFS quota: a
+    scale model of one broker serving many executors on a machine with two cores."""
+    group = Path("/sys/fs/cgroup/cpu/tierlog-bench-broker")
+    group.mkdir(exist_ok=True)
+    period = 100_000
+    (group / "cpu.cfs_period_us").write_text(str(period))
+    (group / "cpu.cfs_quota_us").write_text(str(int(period * cores)))
+    (group / "cgroup.procs").write_text(str(pid))
+
+
 def _stored_log_bytes(bucket: Path, store: dict[str, str] | None) -> int:
     if store is None:
         return sum(f.stat().st_size for f in bucket.rglob("*.log"))
@@ -580,6 +598,12 @@ def main() -> None:
     c.add_argument(
         "--s3-latency-ms", type=float, help="S3 (moto) behind a proxy adding this latency"
     )
+    c.add_argument(
+        "--broker-cores",
+        type=float,
+        help="cap the broker at this much CPU during the scans (cgroup v1 quota): a scale "
+        "model of one broker core shared by many executor cores",
+    )
     args = ap.parse_args()
     if args.cmd == "decoder":
         sizes = [int(v) for v in args.value_size.split(",")]
@@ -595,6 +619,7 @@ def main() -> None:
             args.transforms,
             args.segment_mb,
             args.s3_latency_ms,
+            args.broker_cores,
         )
 
 
