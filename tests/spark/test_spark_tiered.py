@@ -15,7 +15,9 @@ import contextlib
 import datetime as dt
 import io
 import json
+import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options
 from tierlog.spark.source import SlicePartition, TierlogBatchReader
 from tierlog.spark.wire import BrokerClient
+from tierlog.storage.objectstore.layout import kafka_uuid
 
 pytestmark = pytest.mark.spark
 
@@ -309,7 +312,9 @@ def _segment_keys(bucket: Path, topic: str) -> list[Path]:
     return sorted(p for p in bucket.rglob("*.log") if p.parent.parent.name.startswith(topic + "-"))
 
 
-def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Tiered) -> None:
+def test_audit_finds_orphan_missing_and_truncated_objects(
+    spark: Any, tiered: Tiered, request: pytest.FixtureRequest
+) -> None:
     bootstrap = tiered.broker.bootstrap
     create_tiered_topic(bootstrap, AUDITED)
     ends_list = produce(bootstrap, AUDITED, 1200)
@@ -327,7 +332,8 @@ def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Ti
 
     code, clean = audit()
     assert code == 0, clean["findings"]
-    assert clean["summary"] == {"orphan": 0, "missing": 0, "size_mismatch": 0, "bad_manifest": 0}
+    assert set(clean["summary"].values()) == {0}
+    assert {"orphan", "foreign", "unrecognised", "missing"} <= set(clean["summary"])
 
     logs = _segment_keys(tiered.bucket, AUDITED)
     assert len(logs) >= 4
@@ -338,6 +344,20 @@ def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Ti
     truncated = logs[2]
     data = truncated.read_bytes()
     truncated.write_bytes(data[: len(data) // 2])
+    # a shared bucket: other data, and a segment of a topic another cluster tiers here
+    unrelated = tiered.bucket / "exports" / "2026-11.csv"
+    unrelated.parent.mkdir()
+    unrelated.write_bytes(b"not ours")
+    other_cluster = (
+        tiered.bucket
+        / f"{AUDITED}-{kafka_uuid(uuid.uuid4())}"
+        / "0"
+        / f"{0:020d}-{kafka_uuid(uuid.uuid4())}.log"
+    )
+    other_cluster.parent.mkdir(parents=True)
+    other_cluster.write_bytes(b"another cluster's segment")
+    request.addfinalizer(lambda: shutil.rmtree(unrelated.parent))
+    request.addfinalizer(lambda: shutil.rmtree(other_cluster.parent.parent))
 
     def rel(p: Path) -> str:
         return p.relative_to(tiered.bucket).as_posix()
@@ -347,6 +367,8 @@ def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Ti
     kinds = {(f["kind"], f["key"]) for f in report["findings"]}
     assert kinds == {
         ("orphan", rel(orphan)),
+        ("unrecognised", rel(unrelated)),
+        ("foreign", rel(other_cluster)),
         ("missing", rel(deleted)),
         ("size_mismatch", rel(truncated)),
     }
@@ -368,8 +390,15 @@ def test_audit_finds_orphan_missing_and_truncated_objects(spark: Any, tiered: Ti
     assert set(before) - set(after) == {orphan}  # only the orphan is gone
     assert all(after[p] == before[p] for p in after)
 
+    assert unrelated.exists() and other_cluster.exists()  # never ours to delete
+
     code, last = audit()
-    assert {f["kind"] for f in last["findings"]} == {"missing", "size_mismatch"}
+    assert {f["kind"] for f in last["findings"]} == {
+        "missing",
+        "size_mismatch",
+        "unrecognised",
+        "foreign",
+    }
 
 
 def test_usage_reports_remote_and_local_bytes_per_partition(

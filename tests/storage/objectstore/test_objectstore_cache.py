@@ -4,13 +4,20 @@ and the token bucket's pacing (with a fake clock, not timed)."""
 from __future__ import annotations
 
 import functools
+import shutil
 import threading
 from pathlib import Path
 
 import pytest
 from objectstore_helpers import poll_until
 
-from tierlog.storage.objectstore.cache import Cache, disk_chunk_cache, memory_cache
+from tierlog.storage.objectstore.cache import (
+    Cache,
+    SlruPolicy,
+    _chunk_file_name,
+    disk_chunk_cache,
+    memory_cache,
+)
 from tierlog.storage.objectstore.ratelimit import TokenBucket
 
 
@@ -133,6 +140,53 @@ def test_disk_cache_eviction_deletes_files_and_reloads_vanished_ones(tmp_path: P
     for f in (tmp_path / "c").iterdir():
         f.unlink()  # e.g. an operator cleaned the directory
     assert cache.get(("seg", 4), lambda: b"reloaded") == b"reloaded"
+
+
+def test_read_ahead_a_reader_has_had_is_evicted_before_unread_read_ahead() -> None:
+    cache: Cache[str, bytes, bytes] = memory_cache(
+        "t", capacity_bytes=300, ttl_seconds=60, weigher=len
+    )
+    for key in ("a", "b", "c"):  # three chunks loaded ahead of their readers
+        assert cache.prefetch(key, lambda: b"x" * 100)
+    assert cache.get("c", lambda: b"never") == b"x" * 100  # c's reader got it
+    cache.get("d", lambda: b"y" * 100)  # room for d: c goes, a and b are still unread
+    assert "c" not in cache
+    assert "a" in cache and "b" in cache
+    # a second read of a retired entry still promotes it over the one-pass ones
+    assert cache.get("a", lambda: b"never") == b"x" * 100
+    assert cache.get("a", lambda: b"never") == b"x" * 100
+    cache.get("e", lambda: b"z" * 100)
+    cache.get("f", lambda: b"z" * 100)
+    assert "a" in cache
+
+
+def test_a_vanished_entry_is_forgotten_without_dropping_a_newer_load() -> None:
+    policy: SlruPolicy[str, str] = SlruPolicy(1000, 60)
+    policy.add("k", "file-1", 10, 0.0, prefetched=False)
+    first = policy.lookup("k", 0.0)
+    assert first is not None
+    policy.add("k", "file-2", 10, 0.0, prefetched=False)  # evicted and reloaded meanwhile
+    assert not policy.remove_entry("k", first)  # the reader of file-1 found it gone
+    second = policy.lookup("k", 0.0)
+    assert second is not None and second.handle == "file-2"
+    assert policy.remove_entry("k", second)
+    assert "k" not in policy and policy.weight == 0
+
+
+def test_disk_cache_that_cannot_store_serves_the_value_uncached(tmp_path: Path) -> None:
+    directory = tmp_path / "chunks"
+    cache = disk_chunk_cache(directory, capacity_bytes=1000, ttl_seconds=60)
+    # the file the first entry would be renamed to is in the way: the rename fails
+    (directory / f"{_chunk_file_name(('seg', 0))}.1").mkdir()
+    (directory / f"{_chunk_file_name(('seg', 0))}.1" / "x").write_bytes(b"")
+    assert cache.get(("seg", 0), lambda: b"a" * 300) == b"a" * 300
+    assert cache.stats.store_failures == 1 and cache.stats.load_failures == 0
+    assert ("seg", 0) not in cache
+    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]  # no partial file
+    # the directory is gone altogether (an operator cleaned up): reads still succeed
+    shutil.rmtree(directory)
+    assert cache.get(("seg", 1), lambda: b"b" * 300) == b"b" * 300
+    assert cache.stats.store_failures == 2
 
 
 def test_token_bucket_paces_to_the_rate_including_oversized_requests() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -130,6 +132,31 @@ def test_manifest_with_unknown_version_is_rejected() -> None:
     ).to_json_bytes()
     with pytest.raises(ManifestError, match="version"):
         SegmentManifest.from_json_bytes(raw.replace(b'"version":1', b'"version":99'))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda doc: doc.update(segmentIndexes=[]),  # a list where an object belongs
+        lambda doc: doc.update(compression="zstd"),
+        lambda doc: doc["chunkIndex"].update(storedSizes="AAAA"),  # truncated packed sizes
+        lambda doc: doc.update(objects=None),
+    ],
+    ids=["indexes-not-object", "compression-not-object", "truncated-sizes", "objects-null"],
+)
+def test_malformed_manifest_fields_are_manifest_errors(damage: Any) -> None:
+    raw = SegmentManifest(
+        ChunkIndex.from_stored_sizes(100, 250, [60, 90, 40]),
+        compressed_bitmap([True, False, True]),
+        None,
+        {t: None for t in IndexType},
+        0,
+        "u",
+    ).to_json_bytes()
+    doc = json.loads(raw)
+    damage(doc)
+    with pytest.raises(ManifestError):
+        SegmentManifest.from_json_bytes(json.dumps(doc).encode())
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -137,6 +137,26 @@ def test_tampered_compressed_chunk_without_encryption_is_corrupt(tmp_path: Path)
     rsm.close()
 
 
+def test_another_segments_objects_under_a_segments_keys_are_refused(tmp_path: Path) -> None:
+    # a botched restore copies topic a's segment over topic b's keys: b's reader must not be
+    # handed a's records, however valid they are as objects
+    rsm = make_rsm({"storage.url": f"file://{tmp_path}/remote"})
+    lsd_a, data_a = segment_data(tmp_path / "a", 5000, seed=1)
+    lsd_b, data_b = segment_data(tmp_path / "b", 5000, seed=2)
+    md_a0 = segment_metadata(len(data_a), topic="a")
+    md_a = finished(md_a0, rsm.copy_log_segment_data(md_a0, lsd_a))
+    md_b0 = segment_metadata(len(data_b), topic="b")
+    md_b = finished(md_b0, rsm.copy_log_segment_data(md_b0, lsd_b))
+    keys_a, keys_b = rsm.keys_for(md_a), rsm.keys_for(md_b)
+    root = tmp_path / "remote"
+    for src, dst in zip(keys_a.all(), keys_b.all(), strict=True):
+        (root / dst).write_bytes((root / src).read_bytes())
+    rsm.manifest_cache.clear()
+    with pytest.raises(CorruptDataError, match="belongs to another segment"):
+        rsm.fetch_log_segment(md_b, 0).read()
+    rsm.close()
+
+
 def test_manifest_alone_rebuilds_the_segment_metadata(tmp_path: Path) -> None:
     rsm = make_rsm({"storage.url": f"file://{tmp_path}/remote"})
     lsd, data = segment_data(tmp_path / "seg", 5000)

@@ -214,3 +214,37 @@ def test_a_plain_chunk_is_served_from_the_clients_buffer_without_a_copy(
     assert isinstance(loaded, memoryview) and loaded.obj is not None
     assert not isinstance(loaded.obj, bytes)
     assert loaded == data[CHUNK : 2 * CHUNK]
+
+
+def test_streams_sharing_a_small_disk_cache_fetch_each_chunk_once(tmp_path: Path) -> None:
+    # six cold readers at once, each with 2 chunks of read-ahead (4 loaded ahead at most):
+    # 24 chunks loaded ahead fit the 32-chunk cache, so no unread chunk may be evicted to
+    # make room while chunks already consumed by their sequential reader are kept
+    plugin = make_rsm(
+        {
+            "storage.url": f"file://{tmp_path}/remote",
+            "chunk.size": str(CHUNK),
+            "fetch.chunk.cache.class": "disk",
+            "fetch.chunk.cache.path": str(tmp_path / "chunk-cache"),
+            "fetch.chunk.cache.size": str(32 * CHUNK),
+            "fetch.chunk.cache.prefetch.max.size": str(2 * CHUNK),
+        }
+    )
+    try:
+        segments = [upload(plugin, tmp_path, 12, seed=s) for s in range(1, 7)]
+        counted = gate(plugin)
+        counted.open_all()  # count only, hold nothing
+        streams = [plugin.fetch_log_segment(md, 0) for md, _ in segments]
+        got = [bytearray() for _ in segments]
+        step = CHUNK // 4
+        while any(len(g) < len(d) for g, (_, d) in zip(got, segments, strict=True)):
+            for stream, g in zip(streams, got, strict=True):
+                g += stream.read(step)
+        for stream in streams:
+            stream.close()
+        assert [bytes(g) for g in got] == [d for _, d in segments]
+        twice = sorted(c for c, n in counted.issued.items() if n > 1)
+        assert not twice, f"chunks fetched more than once: {twice}"
+        assert len(counted.issued) == 6 * 12
+    finally:
+        plugin.close()

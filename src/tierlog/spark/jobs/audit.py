@@ -1,8 +1,13 @@
 """`tierlog audit`: the remote log metadata joined with what the storage plugin holds.
 
 Findings:
-  * `orphan`: an object no metadata accounts for, or whose segment has been stuck in
-    COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED for longer than the grace period;
+  * `orphan`: a segment object of a topic this cluster tiers that no metadata accounts
+    for, or whose segment has been stuck in COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED
+    for longer than the grace period;
+  * `foreign`: a segment object of a topic id this cluster's metadata has never seen (a
+    bucket prefix shared with another cluster): reported, never deleted;
+  * `unrecognised`: an object under the prefix not named like a segment object (other
+    data in a shared bucket): reported, never deleted;
   * `missing`: an object a COPY_SEGMENT_FINISHED segment needs and the store lacks;
   * `size_mismatch`: an object whose stored size differs from what the manifest (or, for
     the manifest itself, the segment's custom metadata) recorded at upload; for the
@@ -48,7 +53,7 @@ MANIFEST_DDL = "key string, base string, log_size long, indexes_size long, error
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # orphan | missing | size_mismatch | bad_manifest
+    kind: str  # orphan | foreign | unrecognised | missing | size_mismatch | bad_manifest
     key: str
     detail: str
     topic: str | None = None
@@ -70,7 +75,7 @@ class AuditReport:
         return sum(1 for f in self.findings if f.kind == kind)
 
     def summary(self) -> dict[str, int]:
-        kinds = ("orphan", "missing", "size_mismatch", "bad_manifest")
+        kinds = ("orphan", "foreign", "unrecognised", "missing", "size_mismatch", "bad_manifest")
         return {k: self.count(k) for k in kinds}
 
 
@@ -141,8 +146,27 @@ def run_audit(
         "base", "topic", "partition", "segment_id", "state", "event_timestamp_ms"
     )
     joined = objects.join(seg_cols, "base", "left")
-    no_meta = joined.filter(F.col("segment_id").isNull())
-    add("orphan", no_meta.collect(), lambda d: "no remote log metadata for this segment")
+    no_meta = joined.filter(F.col("segment_id").isNull()).collect()
+    known_topics = {r["topic_id"] for r in segments.select("topic_id").distinct().collect()}
+    owners = {r["key"]: inventory.topic_id_of(r["key"]) for r in no_meta}
+    add(
+        "unrecognised",
+        [r for r in no_meta if owners[r["key"]] is None],
+        lambda d: "not named like a segment object of this plugin; never deleted",
+    )
+    add(
+        "foreign",
+        [r for r in no_meta if owners[r["key"]] not in known_topics | {None}],
+        lambda d: (
+            f"segment object of topic id {owners[d['key']]}, which this cluster's remote log "
+            "metadata has never seen (another cluster sharing the prefix?); never deleted"
+        ),
+    )
+    add(
+        "orphan",
+        [r for r in no_meta if owners[r["key"]] in known_topics],
+        lambda d: "no remote log metadata for this segment",
+    )
     stuck = joined.filter(
         F.col("state").isin(*STUCK_STATES)
         & (F.col("event_timestamp_ms") < F.lit(now_ms - grace_ms))

@@ -10,7 +10,10 @@ Objects are named by key relative to the plugin's root, the same key `delete` ta
 
 from __future__ import annotations
 
+import base64
 import os
+import re
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,21 @@ DIRECTORY = "tierlog.storage.directory:DirectoryRemoteStorageManager"
 
 _OBJECTSTORE_SUFFIXES = (".rsm-manifest", ".indexes", ".log")
 _DIRECTORY_REQUIRED = (".log", ".index", ".timeindex")
+
+_ID = r"[A-Za-z0-9_-]{22}"  # a Kafka Uuid as Uuid.toString() renders it
+#: ``[<hash>/]<topic>-<topicId>/<partition>/<20-digit offset>-<segmentId>.<suffix>``
+_OBJECTSTORE_KEY = re.compile(
+    rf"(?:^|/)[^/]+-(?P<tid>{_ID})/\d+/\d{{20}}-{_ID}\.(?:log|indexes|rsm-manifest)$"
+)
+#: ``<topic>-<partition>-<topicId>/<20-digit offset>-<segmentId>.<extension>``
+_DIRECTORY_KEY = re.compile(rf"^[^/]+-\d+-(?P<tid>{_ID})/\d{{20}}-{_ID}\.[a-z_-]+$")
+
+
+def _topic_id(match: re.Match[str] | None) -> str | None:
+    if match is None:
+        return None
+    raw = match.group("tid")
+    return str(uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "==")))
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,14 @@ class Inventory:
             return key
         head, _, name = key.rpartition("/")
         return f"{head}/{name.split('.', 1)[0]}"
+
+    def topic_id_of(self, key: str) -> str | None:
+        """The topic id (as the metadata renders it) a segment object belongs to; None when
+        the key is not shaped like one of this plugin's segment objects. The audit may only
+        call an object an orphan when it is one of ours: a bucket or prefix can be shared
+        with other data or with another cluster, whose objects no metadata here describes."""
+        pattern = _OBJECTSTORE_KEY if self.kind == "objectstore" else _DIRECTORY_KEY
+        return _topic_id(pattern.search(key))
 
     def base_of(self, md: RemoteLogSegmentMetadata) -> str:
         if self.kind == "objectstore":

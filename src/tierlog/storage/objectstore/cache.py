@@ -9,7 +9,9 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
 * Eviction is a segmented LRU by weight: new entries enter a probation segment; a second
   read promotes them to a protected segment (80% of the capacity). A sequential scan of
   cold data therefore only churns probation and does not flush the hot set. Prefetched
-  entries enter probation unread, so prefetching alone never promotes anything.
+  entries enter probation unread, so prefetching alone never promotes anything; the first
+  read of a prefetched entry puts it at the eviction end of probation, behind nothing,
+  because what is still unread there is worth more than what a sequential reader has had.
 * Entries expire a fixed time after their last access (checked lazily at the cold ends).
 * The disk store writes a temp file and renames it into place, and wipes its directory on
   start (entries are not trusted across restarts).
@@ -18,6 +20,7 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
 from __future__ import annotations
 
 import hashlib
+import logging
 import mmap
 import os
 import shutil
@@ -33,6 +36,7 @@ from typing import Generic, TypeVar
 
 from tierlog.storage.objectstore import metrics
 
+log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 H = TypeVar("H")
@@ -86,6 +90,24 @@ class SlruPolicy(Generic[K, H]):
         else:
             self._probation.move_to_end(key)
         return entry
+
+    def retire(self, key: K, entry: _Entry[H]) -> None:
+        """Read-ahead has reached its reader: put the entry at the eviction end of
+        probation. The sequential reader it was loaded for has it now and will not come
+        back, while chunks loaded ahead for this and other readers are still unread; left
+        at the recent end it would outlive them, and several cold readers sharing the
+        cache would evict each other's read-ahead and fetch every chunk twice. Called
+        once the reader holds the value (a disk entry evicted after that stays readable
+        through the reader's mapping); a second read still promotes it."""
+        if not entry.protected and self._probation.get(key) is entry:
+            self._probation.move_to_end(key, last=False)
+
+    def remove_entry(self, key: K, entry: _Entry[H]) -> bool:
+        """Remove ``key`` only if ``entry`` is still what it maps to (not a newer load)."""
+        if (self._probation.get(key) or self._protected.get(key)) is not entry:
+            return False
+        self._discard(key, entry)
+        return True
 
     def add(
         self, key: K, handle: H, weight: int, now: float, *, prefetched: bool
@@ -196,9 +218,13 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
             seq = self._seq
         final = self._dir / f"{self._name_of(key)}.{seq}"
         tmp = self._dir / f".{final.name}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(value)
-        os.replace(tmp, final)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(value)
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a partial file would sit outside the capacity
+            raise
         return final
 
     def materialise(self, handle: Path) -> bytes | memoryview | None:
@@ -226,6 +252,7 @@ class CacheStats:
     load_failures: int = 0
     prefetch_loads: int = 0
     prefetch_hits: int = 0
+    store_failures: int = 0
 
 
 @dataclass(slots=True)
@@ -275,6 +302,7 @@ class Cache(Generic[K, V, H]):
 
     def get(self, key: K, loader: Callable[[], V]) -> V:
         while True:
+            read_ahead_hit = False
             with self._lock:
                 entry = self._policy.lookup(key, self._clock())
                 flight = None if entry is not None else self._flights.get(key)
@@ -283,6 +311,7 @@ class Cache(Generic[K, V, H]):
                     flight = self._flights[key] = _Flight(Future(), prefetch=False)
                 elif entry is not None and entry.prefetched:
                     entry.prefetched = False
+                    read_ahead_hit = entry.reads == 1
                     self._count_prefetch_hit()
                 elif flight is not None and flight.prefetch and not flight.joined:
                     flight.joined = True
@@ -290,12 +319,16 @@ class Cache(Generic[K, V, H]):
             if entry is not None:
                 value = self._store.materialise(entry.handle)
                 if value is not None:
+                    if read_ahead_hit:
+                        with self._lock:
+                            self._policy.retire(key, entry)
                     self.stats.hits += 1
                     metrics.CACHE_HITS.labels(self.name).inc()
                     return value
                 with self._lock:  # the file vanished under us: forget it and reload
-                    if self._policy.remove(key) is not None:
+                    if self._policy.remove_entry(key, entry):
                         metrics.CACHE_BYTES.labels(self.name).set(self._policy.weight)
+                self._store.discard(entry.handle)
                 continue
             assert flight is not None
             if not owner:
@@ -339,7 +372,7 @@ class Cache(Generic[K, V, H]):
         try:
             value = loader()
             weight = self._weigher(value)
-            handle = self._store.persist(key, value) if weight <= self._policy.capacity else None
+            handle = self._keep(key, value) if weight <= self._policy.capacity else None
         except BaseException as e:
             with self._lock:
                 self._flights.pop(key, None)
@@ -363,6 +396,17 @@ class Cache(Generic[K, V, H]):
                 metrics.CACHE_EVICTIONS.labels(self.name, cause).inc()
         flight.future.set_result(value)
         return value
+
+    def _keep(self, key: K, value: V) -> H | None:
+        """The stored handle, or None when the store fails (disk full or failing): that
+        costs the cache, not the read, since the value was fetched and checked."""
+        try:
+            return self._store.persist(key, value)
+        except OSError as e:
+            self.stats.store_failures += 1
+            metrics.CACHE_STORE_FAILURES.labels(self.name).inc()
+            log.warning("%s cache could not keep %r, serving it uncached: %s", self.name, key, e)
+            return None
 
     def _count_prefetch_hit(self) -> None:
         self.stats.prefetch_hits += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -163,7 +164,7 @@ class SegmentManifest:
                 upload_id=str(doc["uploadId"]),
                 segment=doc.get("remoteLogSegmentMetadata") or {},
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, struct.error) as e:
             if isinstance(e, ManifestError):
                 raise
             raise ManifestError(f"malformed manifest: {e!r}") from None
@@ -195,6 +196,14 @@ def metadata_to_json(md: RemoteLogSegmentMetadata) -> dict[str, Any]:
     }
 
 
+def describes(data: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What identifies the segment a manifest was written for (topic id, partition,
+    segment id, start offset); None for a manifest that records no segment."""
+    if not data:
+        return None
+    return tuple(data.get(k) for k in ("topicId", "partition", "segmentId", "startOffset"))
+
+
 def metadata_from_json(data: Mapping[str, Any]) -> RemoteLogSegmentMetadata:
     """Rebuild the segment metadata from a manifest (disaster recovery: the bucket alone)."""
     tip = TopicIdPartition(
@@ -223,6 +232,7 @@ __all__ = [
     "ManifestError",
     "SegmentManifest",
     "compressed_bitmap",
+    "describes",
     "metadata_from_json",
     "metadata_to_json",
 ]

@@ -65,6 +65,11 @@ CACHE_LOAD_FAILURES = Counter(
     "Cache loads that failed (never cached), by cache.",
     ["cache"],
 )
+CACHE_STORE_FAILURES = Counter(
+    "tierlog_objectstore_cache_store_failures",
+    "Loaded values the cache could not keep (disk full or failing); served uncached.",
+    ["cache"],
+)
 CACHE_BYTES = Gauge("tierlog_objectstore_cache_bytes", "Bytes currently held, by cache.", ["cache"])
 PREFETCH_CHUNKS = Counter(
     "tierlog_objectstore_prefetch_chunks",

@@ -49,6 +49,7 @@ from tierlog.storage.objectstore.manifest import (
     ManifestError,
     SegmentManifest,
     compressed_bitmap,
+    describes,
     metadata_to_json,
 )
 from tierlog.storage.objectstore.ratelimit import TokenBucket
@@ -344,7 +345,7 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
     def open_segment(self, metadata: RemoteLogSegmentMetadata) -> OpenSegment:
         """The segment's parsed manifest (cached); also used by the Spark read path."""
         keys = self.keys_for(metadata)
-        return self.manifest_cache.get(keys.manifest, lambda: self._load_manifest(keys))
+        return self.manifest_cache.get(keys.manifest, lambda: self._load_manifest(keys, metadata))
 
     def keys_for(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
         """Where the segment lives: the prefix recorded at upload time (custom metadata)
@@ -359,12 +360,20 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
                 log.warning("ignoring undecodable custom metadata of %s", metadata)
         return segment_keys(prefix, mask, metadata)
 
-    def _load_manifest(self, keys: SegmentKeys) -> OpenSegment:
+    def _load_manifest(self, keys: SegmentKeys, metadata: RemoteLogSegmentMetadata) -> OpenSegment:
         raw = self.backend.get(keys.manifest, "manifest")
         try:
             manifest = SegmentManifest.from_json_bytes(raw)
         except ManifestError as e:
             raise RemoteStorageException(f"{keys.manifest}: {e}") from None
+        recorded = describes(manifest.segment)
+        if recorded is not None and recorded != describes(metadata_to_json(metadata)):
+            # another segment's objects under this segment's keys (a bad restore or copy):
+            # serving them would hand the consumer another partition's records
+            metrics.CORRUPT_CHUNKS.inc()
+            raise CorruptDataError(
+                f"{keys.manifest} belongs to another segment: it records {recorded}"
+            )
         data_key = None
         if manifest.encryption is not None:
             if self.keyring is None:
