@@ -86,11 +86,12 @@ def test_large_segments_split_with_known_positions() -> None:
     big = seg(0, 999, size=10_000)
     index = [(o, o * 10) for o in range(0, 1000, 10)]
     out = split_large_segments([Slice(TP, 0, 1000, big, 0)], 2500, lambda s: index)
-    assert [(s.start, s.end, s.position) for s in out] == [
-        (0, 250, 0),
-        (250, 500, 2500),
-        (500, 750, 5000),
-        (750, 1000, 7500),
+    # each slice reads through the batch holding its last offsets, up to the next one
+    assert [(s.start, s.end, s.position, s.end_position) for s in out] == [
+        (0, 250, 0, 2599),
+        (250, 500, 2500, 5099),
+        (500, 750, 5000, 7599),
+        (750, 1000, 7500, -1),
     ]
 
 

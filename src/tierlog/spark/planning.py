@@ -41,6 +41,9 @@ class Slice:
 
     `segment` is None for a broker read. `position` is the byte position in the segment
     of a batch at or before `start`, or -1 when the executor must look it up.
+    `end_position` is the last byte (inclusive) the slice can need, or -1 for the segment's
+    end: without it the read stream's read-ahead would fetch chunks past the slice, which
+    belong to the next slice and are fetched again by its own task.
     """
 
     tp: TP
@@ -48,6 +51,7 @@ class Slice:
     end: int
     segment: ColdSegment | None = None
     position: int = -1
+    end_position: int = -1
 
     @property
     def size(self) -> int:
@@ -151,10 +155,17 @@ def split_large_segments(
         if s.segment is None or s.segment.size <= split_bytes:
             out.append(s)
             continue
-        cuts = split_points(index_of(s.segment), s.start, s.end, split_bytes)
+        index = index_of(s.segment)
+        positions = [pos for _, pos in index]
+        cuts = split_points(index, s.start, s.end, split_bytes)
         lo, lo_pos = s.start, s.position
         for offset, pos in cuts:
-            out.append(replace(s, start=lo, end=offset, position=lo_pos))
+            # the cut entry is the batch holding offsets up to `offset` (its last offset,
+            # as in Kafka's index), so the slice before it reads that whole batch: up to
+            # the next indexed batch, which starts after it
+            after = bisect.bisect_right(positions, pos)
+            end_pos = positions[after] - 1 if after < len(positions) else s.end_position
+            out.append(replace(s, start=lo, end=offset, position=lo_pos, end_position=end_pos))
             lo, lo_pos = offset, pos
         out.append(replace(s, start=lo, end=s.end, position=lo_pos))
     return out

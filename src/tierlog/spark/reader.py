@@ -77,7 +77,7 @@ class _SliceReader:
         pos = self.s.position
         if pos < 0:
             pos = position_for(offset_index(seg.ref, seg.first), self.s.start)
-        with open_log(seg.ref, pos) as stream:
+        with open_log(seg.ref, pos, self.s.end_position) as stream:
             pending = b""
             while self.cursor < self.s.end:
                 chunk = stream.read(READ_SIZE)

@@ -100,14 +100,16 @@ def _checked(ref: object) -> SegmentRef:
     return ref
 
 
-def open_log(ref: object, position: int) -> BinaryIO:
-    """A stream over the segment's `.log` bytes from `position` to its end."""
+def open_log(ref: object, position: int, end_position: int = -1) -> BinaryIO:
+    """A stream over the segment's `.log` bytes from `position` to `end_position`
+    (inclusive; -1: the segment's end). A remote stream reads ahead no further than that."""
     ref = _checked(ref)
     if isinstance(ref, FileSegmentRef):
         f = open(ref.log_path, "rb")  # noqa: SIM115 - the caller closes the stream
         f.seek(position)
         return f
-    return storage_plugin(ref.rsm).fetch_log_segment(ref.metadata(), position)
+    end = None if end_position < 0 else end_position
+    return storage_plugin(ref.rsm).fetch_log_segment(ref.metadata(), position, end)
 
 
 def warm_segment(ref: object, position: int) -> None:
