@@ -248,3 +248,29 @@ def test_streams_sharing_a_small_disk_cache_fetch_each_chunk_once(tmp_path: Path
         assert len(counted.issued) == 6 * 12
     finally:
         plugin.close()
+
+
+def test_without_a_chunk_cache_a_stopped_reader_holds_at_most_the_window(tmp_path: Path) -> None:
+    # no cache: loaded read-ahead lives in the stream, so a parked reader must not pile up
+    # twice the window in memory
+    plugin = make_rsm(
+        {
+            "storage.url": f"file://{tmp_path}/remote",
+            "chunk.size": str(CHUNK),
+            "fetch.chunk.cache.class": "none",
+            "fetch.chunk.cache.prefetch.max.size": str(WINDOW * CHUNK),
+        }
+    )
+    try:
+        md, data = upload(plugin, tmp_path, 12)
+        counted = gate(plugin)
+        counted.open_all()
+        stream = plugin.fetch_log_segment(md, 0)
+        assert stream.read(10) == data[:10]  # the reader is in chunk 0 and stops
+        wait_until(lambda: len(counted.issued) == 1 + WINDOW, what="the window loaded")
+        holds_for(lambda: len(counted.issued) == 1 + WINDOW, 0.3, "nothing past the window")
+        assert stream.read() == data[10:]
+        stream.close()
+        assert set(counted.issued.values()) == {1} and len(counted.issued) == 12
+    finally:
+        plugin.close()

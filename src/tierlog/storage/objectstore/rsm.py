@@ -270,6 +270,9 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager):
             ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
             pool=self._ahead_pool,
             read_ahead=self._read_ahead,
+            # without a chunk cache, loaded read-ahead lives in the stream itself: hold no
+            # more than the window, so memory is bounded by open streams x prefetch size
+            run_ahead=None if self._caching_chunks else self._read_ahead,
         )
         return io.BufferedReader(stream, buffer_size=64 * 1024)
 
