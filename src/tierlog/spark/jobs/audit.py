@@ -17,7 +17,9 @@ Findings:
 The store is listed *before* the metadata is read. Every copy writes COPY_SEGMENT_STARTED
 and waits for it to be durable before uploading a byte, so any object the listing saw has
 its metadata already in the topic when we read it: an object reported as having no
-metadata is not an upload in progress. Deleting orphans (`--delete-orphans`) is a dry run
+metadata is not an upload in progress. The other way round, a segment that finished after
+the listing would look missing, so each missing object is looked up again before it is
+reported. Deleting orphans (`--delete-orphans`) is a dry run
 unless `--yes` is given, and only ever deletes keys reported as orphans.
 
 Exit status: 0 when the store is consistent, 2 when there are findings, 1 on errors.
@@ -182,8 +184,11 @@ def run_audit(
 
     finished = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED")
     needed = finished.select("topic", "partition", "segment_id", F.explode("required").alias("key"))
-    missing = needed.join(objects.select("key"), "key", "left_anti")
-    add("missing", missing.collect(), lambda d: "COPY_SEGMENT_FINISHED but not in the store")
+    missing = needed.join(objects.select("key"), "key", "left_anti").collect()
+    # the listing came first, so a segment that finished uploading between the listing and
+    # the metadata read looks missing: ask the store again for each one before saying so
+    missing = [r for r in missing if not inventory.exists(r["key"])]
+    add("missing", missing, lambda d: "COPY_SEGMENT_FINISHED but not in the store")
 
     present = objects.join(
         finished.select("base", "topic", "partition", "segment_id", "segment_size", "stored_size"),

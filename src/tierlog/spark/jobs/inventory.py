@@ -153,6 +153,11 @@ class Inventory:
         m = SegmentManifest.from_json_bytes(rsm.backend.get(key, "manifest"))
         return ManifestInfo(m.chunk_index.stored_size, m.indexes_stored_size)
 
+    def exists(self, key: str) -> bool:
+        if self.kind == "objectstore":
+            return object_store(self.spec).backend.head(key) is not None
+        return (self._root / key).is_file()
+
     def delete(self, keys: Iterable[str], progress: Callable[[int], None]) -> None:
         """Delete objects by key (a missing one counts as deleted), reporting each step."""
         batch: list[str] = []

@@ -116,8 +116,12 @@ class ObjectBackend:
 
     def list_objects(self, prefix: str) -> Iterator[tuple[str, int]]:
         """(key, size) of every object under ``prefix``."""
-        stream = self._call("list", prefix, lambda: obstore.list(self.store, prefix or None))
-        for batch in stream:
+        stream = iter(obstore.list(self.store, prefix or None))  # lazy: no request yet
+        while True:
+            # each page is a request of its own: its failure is a store error like any other
+            batch = self._call("list", prefix, lambda: next(stream, None))
+            if batch is None:
+                return
             for meta in batch:
                 yield str(meta["path"]), int(meta["size"])
 
