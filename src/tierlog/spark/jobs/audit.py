@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -45,7 +45,12 @@ from tierlog.spark.jobs.common import (
     rsm_overrides,
 )
 from tierlog.spark.jobs.inventory import Inventory
-from tierlog.spark.jobs.metadata import SEGMENT_DDL, metadata_partitions, read_segments
+from tierlog.spark.jobs.metadata import (
+    SEGMENT_DDL,
+    metadata_partitions,
+    read_segments,
+    segment_rows,
+)
 from tierlog.spark.jobs.session import job_session
 
 DEFAULT_GRACE_MS = 60 * 60 * 1000
@@ -63,6 +68,7 @@ class Finding:
     segment_id: str | None = None
     size: int | None = None
     expected_size: int | None = None
+    state: str | None = None  # the segment's metadata state when the audit read it
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,7 @@ def run_audit(
                     d.get("segment_id"),
                     d.get("size"),
                     d.get("expected_size"),
+                    d.get("state"),
                 )
             )
 
@@ -267,10 +274,35 @@ def _progress(total: int, what: str) -> tuple[Callable[[int], None], Callable[[]
     return (lambda n: progress.advance(task, n)), progress.stop
 
 
-def delete_orphans(report: AuditReport, inventory: Inventory, execute: bool) -> dict[str, Any]:
+def current_states(bootstrap: str, inventory: Inventory) -> dict[str, str]:
+    """Segment id -> metadata state now, read again on the driver (no Spark job)."""
+    return {
+        row["segment_id"]: row["state"]
+        for p in range(metadata_partitions(bootstrap))
+        for row in segment_rows(bootstrap, inventory, p)
+    }
+
+
+def delete_orphans(
+    report: AuditReport,
+    inventory: Inventory,
+    execute: bool,
+    states: Callable[[], Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
+    """Delete what the report calls orphans. Objects of a segment reported as stuck are
+    deleted only if `states()` (the metadata read again, just before deleting) still
+    shows it in the state it was stuck in: an upload slower than the grace period that
+    finished meanwhile must keep its objects, or its COPY_SEGMENT_FINISHED would point at
+    nothing once the broker deletes the local copy."""
     orphans = sorted(
         {f.key: f for f in report.findings if f.kind == "orphan"}.values(), key=lambda f: f.key
     )
+    skipped = 0
+    if execute and states is not None and any(f.segment_id for f in orphans):
+        now = states()
+        kept = [f for f in orphans if f.segment_id is None or now.get(f.segment_id) == f.state]
+        skipped = len(orphans) - len(kept)
+        orphans = kept
     total_bytes = sum(f.size or 0 for f in orphans)
     if not execute:
         return {"dry_run": True, "objects": len(orphans), "bytes": total_bytes, "deleted": 0}
@@ -284,6 +316,7 @@ def delete_orphans(report: AuditReport, inventory: Inventory, execute: bool) -> 
         "objects": len(orphans),
         "bytes": total_bytes,
         "deleted": len(orphans),
+        "skipped_changed_state": skipped,
     }
 
 
@@ -322,7 +355,9 @@ def audit_main(argv: Sequence[str] | None = None) -> int:
         return error_exit("audit", exc)
     deletion = None
     if args.delete_orphans:
-        deletion = delete_orphans(report, inventory, args.yes)
+        deletion = delete_orphans(
+            report, inventory, args.yes, lambda: current_states(args.bootstrap_server, inventory)
+        )
     if args.json:
         print_json(
             {
@@ -355,4 +390,9 @@ def audit_main(argv: Sequence[str] | None = None) -> int:
                 )
             else:
                 print(f"deleted {deletion['deleted']} orphan objects ({deletion['bytes']} bytes)")
+                if deletion["skipped_changed_state"]:
+                    print(
+                        f"kept the objects of {deletion['skipped_changed_state']} reported "
+                        "orphans: their segment's state changed since the audit read it"
+                    )
     return 2 if report.findings else 0
