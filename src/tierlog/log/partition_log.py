@@ -272,7 +272,16 @@ class PartitionLog:
         self.recovery_point = min(recovery_point, leo)
 
         first_base = self._segments[0].base_offset
-        ckpt = log_start_ckpt if log_start_ckpt is not None else first_base
+        if log_start_ckpt is not None:
+            ckpt = log_start_ckpt
+        elif self.remote_enabled:
+            # no entry (a lost or corrupt checkpoint, or younger than its interval): the
+            # first local offset would claim everything tiered is gone, and the expiration
+            # task would delete it. Start at 0, as Kafka does for remote logs; the copy task
+            # raises it to the earliest remote segment once the metadata is loaded.
+            ckpt = 0
+        else:
+            ckpt = first_base
         self.log_start_offset = min(ckpt if self.remote_enabled else max(ckpt, first_base), leo)
         self.local_log_start_offset = max(self.log_start_offset, first_base)
         self.leader_epoch_cache.truncate_from_end(leo)

@@ -90,6 +90,7 @@ class Stack:
     rlm: RemoteLogManager
     metrics: RemoteMetrics
     next_ts: list[int] = field(default_factory=lambda: [1_000])
+    topic_io: InMemoryMetadataTopicIO = field(default_factory=InMemoryMetadataTopicIO)
 
     @property
     def tp(self) -> TopicPartition:
@@ -135,7 +136,12 @@ def make_stack(
     rlm_overrides: dict[str, Any] | None = None,
     autorun: bool = False,
     lead: bool = True,
+    topic_io: InMemoryMetadataTopicIO | None = None,
 ) -> Stack:
+    """A log, the directory plugin, the topic-based RLMM and an RLM under ``root``; with
+    ``topic_io`` from an earlier stack on the same root, a broker restart: the log is
+    reopened from disk and the metadata replayed from that topic."""
+    topic_io = topic_io or InMemoryMetadataTopicIO()
     cfg = log_config or LogConfig(
         index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1
     )
@@ -148,7 +154,7 @@ def make_stack(
     )
     rsm = DirectoryRemoteStorageManager()
     rsm.configure({"dir": str(root / "remote")})
-    rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
+    rlmm = TopicBasedRemoteLogMetadataManager(topic_io)
     rlmm.configure(
         {
             "remote.log.metadata.consume.poll.interval.ms": "5",
@@ -165,7 +171,7 @@ def make_stack(
         RemoteLogManagerConfig(**settings), rsm, rlmm, root / "logs", metrics=metrics
     )
     rlm.startup()
-    stack = Stack(root, lg, rsm, rlmm, rlm, metrics)
+    stack = Stack(root, lg, rsm, rlmm, rlm, metrics, topic_io=topic_io)
     if lead:
         rlm.on_leadership_change([lg])
         wait_until(lambda: rlmm.is_ready(TIP), "metadata ready")

@@ -120,3 +120,74 @@ def test_disable_remote_with_delete_raises_log_start_to_local_start(tmp_path: Pa
         assert st.rlm.tasks_of(st.tp) == {}
     finally:
         st.close()
+
+
+def restart(st: Stack) -> Stack:
+    """The broker restarts: the log is reopened from disk (no log-start checkpoint is kept
+    by a bare PartitionLog: the case of a lost or not-yet-written one) and the metadata is
+    replayed from the same topic."""
+    cfg = st.log.config
+    st.close()
+    return make_stack(st.root, log_config=cfg, topic_io=st.topic_io)
+
+
+def test_first_expiration_after_a_restart_keeps_remote_data_within_retention(
+    tmp_path: Path,
+) -> None:
+    st = uploaded(tmp_path)
+    sizes = {s.base_offset: s.size for s in st.log.segments()}
+    reconfigure(st, retention_bytes=sum(sizes.values()))  # exactly what is kept: no breach
+    st.rlm.run_now(st.tp, "expiration")
+    assert st.rsm.events(DELETE) == []
+    st = restart(st)
+    try:
+        # both tasks start together after a restart; expiration may run before any copy
+        st.rlm.run_now(st.tp, "expiration")
+        assert st.rsm.events(DELETE) == []
+        assert st.finished() == [(0, 9), (10, 19), (20, 29)]
+        assert st.log.log_start_offset == 0
+    finally:
+        st.close()
+
+
+def tiered_away(tmp_path: Path) -> Stack:
+    """Three segments uploaded and deleted locally: offsets 0-29 exist only remotely."""
+    st = uploaded(tmp_path)
+    reconfigure(st, local_retention_bytes=1)
+    st.log.run_retention()
+    assert st.log.local_log_start_offset == 30
+    return st
+
+
+def test_restart_without_a_log_start_checkpoint_keeps_the_remote_tier(tmp_path: Path) -> None:
+    st = restart(tiered_away(tmp_path))
+    try:
+        assert st.log.log_start_offset == 0  # not the first local offset
+        for task in ("copy", "expiration", "copy", "expiration"):
+            st.rlm.run_now(st.tp, task)
+        assert st.rsm.events(DELETE) == []
+        assert st.finished() == [(0, 9), (10, 19), (20, 29)]
+        assert st.log.log_start_offset == 0
+    finally:
+        st.close()
+
+
+def test_restart_with_a_corrupt_leader_epoch_checkpoint_keeps_the_remote_tier(
+    tmp_path: Path,
+) -> None:
+    st = tiered_away(tmp_path)
+    checkpoint = st.log.dir / "leader-epoch-checkpoint"
+    st.close()
+    checkpoint.write_bytes(b"garbage\n")
+    st = make_stack(st.root, log_config=st.log.config, topic_io=st.topic_io)
+    try:
+        for task in ("copy", "expiration"):
+            st.rlm.run_now(st.tp, task)
+        st.produce(5, per_segment=10)  # a new leader-epoch entry at the local end
+        for task in ("copy", "expiration", "copy", "expiration"):
+            st.rlm.run_now(st.tp, task)
+        assert st.rsm.events(DELETE) == []
+        assert st.finished()[:3] == [(0, 9), (10, 19), (20, 29)]
+        assert st.log.log_start_offset == 0
+    finally:
+        st.close()

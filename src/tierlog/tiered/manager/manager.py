@@ -446,7 +446,7 @@ class RemoteLogManager:
         epochs = lg.leader_epoch_cache.entries()
         if not p.log_start_updated:
             start = find_log_start_offset(
-                epochs, lambda e: self._first_start(p.tip, e), lg.local_log_start_offset
+                epochs, lambda e: self._first_start(p.tip, e), self._fallback_start(p)
             )
             lg.update_log_start_offset_from_remote(start)
             p.log_start_updated = True
@@ -485,6 +485,19 @@ class RemoteLogManager:
             lag_bytes, lag_segments = copy_lag(lg.segments(), lg.highest_offset_in_remote_storage)
             self.metrics.copy_lag_bytes.labels(*p.labels).set(lag_bytes)
             self.metrics.copy_lag_segments.labels(*p.labels).set(lag_segments)
+
+    def _fallback_start(self, p: _Partition) -> int:
+        """The log start when no epoch of the leader-epoch cache finds a remote segment:
+        the earliest remote segment, not the local start. A cache that lost its older
+        entries (a corrupt checkpoint) would otherwise move the log start past everything
+        tiered, and the expiration task would delete all of it as below the log start."""
+        starts = [
+            s.start_offset
+            for s in self.rlmm.list_remote_log_segments(p.tip)
+            if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
+        local = p.log.local_log_start_offset
+        return min(starts) if starts and min(starts) < local else local
 
     def _first_start(self, tip: TopicIdPartition, epoch: int) -> int | None:
         for s in self.rlmm.list_remote_log_segments(tip, epoch):
@@ -603,6 +616,17 @@ class RemoteLogManager:
             return
         with self._lock:
             being_copied = frozenset(self._being_copied)
+        # the size rule counts local bytes above the highest tiered offset; until the copy
+        # task has run once for this leadership (after a restart both tasks start together,
+        # and with remote.log.copy.disable there is no copy task) that offset is -1 and
+        # every already-tiered local segment would be counted twice, deleting remote data
+        # still within retention.bytes. Derive it here too (it only ever moves up).
+        offset, _epoch = find_highest_remote_offset(
+            lg.leader_epoch_cache.entries(),
+            lg.log_end_offset,
+            lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
+        )
+        lg.update_highest_offset_in_remote_storage(offset)
         segments = lg.segments()
         highest = lg.highest_offset_in_remote_storage
         plan = plan_expiration(
