@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from rlm_helpers import Stack, make_stack
+import pytest
+from rlm_helpers import TIP, Stack, make_stack, wait_until
 
 from tierlog.storage.directory import DELETE
 from tierlog.tiered.api import RemoteLogSegmentState
+from tierlog.tiered.manager import StopPartition
 
 S = RemoteLogSegmentState
 
@@ -189,5 +191,37 @@ def test_restart_with_a_corrupt_leader_epoch_checkpoint_keeps_the_remote_tier(
         assert st.rsm.events(DELETE) == []
         assert st.finished()[:3] == [(0, 9), (10, 19), (20, 29)]
         assert st.log.log_start_offset == 0
+    finally:
+        st.close()
+
+
+def test_tiering_turned_off_then_on_again_tiers_the_partition_again(tmp_path: Path) -> None:
+    st = uploaded(tmp_path)
+    try:
+        reconfigure(st, remote_storage_enable=False, remote_log_delete_on_disable=True)
+        st.log.remote_enabled = False
+        st.rlm.disable_remote(st.log)
+        assert st.remote() == []
+        reconfigure(st, remote_storage_enable=True, remote_log_delete_on_disable=False)
+        st.log.remote_enabled = True
+        st.rlm.on_config_change(st.log)
+        wait_until(lambda: st.rlmm.is_ready(TIP), "metadata ready again")
+        st.produce(20, per_segment=10)
+        st.rlm.run_now(st.tp, "copy")
+        tiered_again = st.remote()
+        assert tiered_again and tiered_again[0].start_offset == 30
+    finally:
+        st.close()
+
+
+def test_a_failed_remote_delete_still_stops_the_partition_and_reports_the_error(
+    tmp_path: Path,
+) -> None:
+    st = uploaded(tmp_path)
+    try:
+        st.rsm.inject_faults(fail_delete=1)
+        with pytest.raises(Exception, match="delete"):
+            st.rlm.stop_partitions([StopPartition(st.log, delete_remote_log=True)])
+        assert st.rlm.tasks_of(st.tp) == {}
     finally:
         st.close()

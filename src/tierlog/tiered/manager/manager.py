@@ -120,6 +120,10 @@ class RemoteFetchResult:
 class StopPartition:
     log: PartitionLog
     delete_remote_log: bool = False
+    #: publish the partition-delete records (MARKED, STARTED, FINISHED) after the segments:
+    #: for a deleted topic only. Tiering turned off keeps the partition, and those records
+    #: would end its metadata for good (a later re-enable could never tier it again).
+    partition_deleted: bool = True
 
 
 @dataclass
@@ -331,24 +335,34 @@ class RemoteLogManager:
         """Cancel tasks; with ``delete_remote_log`` also delete the remote data (blocking:
         call it off the loop, e.g. ``await asyncio.to_thread(...)``)."""
         stopped: set[TopicIdPartition] = set()
-        for stop in stops:
-            with self._lock:
-                p = self._partitions.pop(stop.log.tp, None)
-            if p is None:
-                if stop.delete_remote_log and stop.log.topic_id is not None:
-                    tp = stop.log.tp
-                    self.delete_remote_partition(TopicIdPartition(stop.log.topic_id, *tp))
-                continue
-            for t in p.tasks():
-                t.cancel()
-            for t in p.tasks():
-                t.idle.wait(30)
-            self.metrics.remove_partition(p.tip.topic, p.tip.partition)
-            if stop.delete_remote_log:
-                self.delete_remote_partition(p.tip)
-            stopped.add(p.tip)
-        if stopped:
-            self.rlmm.on_stop_partitions(stopped)
+        errors: list[Exception] = []
+        try:
+            for stop in stops:
+                # every partition is stopped even if deleting an earlier one's remote data
+                # failed: otherwise the rest keep copy tasks running on deleted logs
+                with self._lock:
+                    p = self._partitions.pop(stop.log.tp, None)
+                tip = None if p is None else p.tip
+                if p is not None:
+                    for t in p.tasks():
+                        t.cancel()
+                    for t in p.tasks():
+                        t.idle.wait(30)
+                    self.metrics.remove_partition(p.tip.topic, p.tip.partition)
+                    stopped.add(p.tip)
+                elif stop.log.topic_id is not None:
+                    tip = TopicIdPartition(stop.log.topic_id, *stop.log.tp)
+                if stop.delete_remote_log and tip is not None:
+                    try:
+                        self.delete_remote_partition(tip, stop.partition_deleted)
+                    except Exception as e:
+                        log.warning("%s: deleting the remote log failed: %s", tip, e)
+                        errors.append(e)
+        finally:
+            if stopped:
+                self.rlmm.on_stop_partitions(stopped)
+        if errors:
+            raise errors[0]
 
     def disable_remote(self, lg: PartitionLog) -> None:
         """``remote.storage.enable`` turned off with ``remote.log.delete.on.disable=true``:
@@ -357,12 +371,15 @@ class RemoteLogManager:
             raise ValueError(
                 "remote.storage.enable=false requires remote.log.delete.on.disable=true"
             )
-        self.stop_partitions([StopPartition(lg, delete_remote_log=True)])
+        self.stop_partitions([StopPartition(lg, delete_remote_log=True, partition_deleted=False)])
         lg.delete_records(lg.local_log_start_offset)
 
-    def delete_remote_partition(self, tip: TopicIdPartition) -> None:
+    def delete_remote_partition(
+        self, tip: TopicIdPartition, partition_deleted: bool = True
+    ) -> None:
         """Topic deletion: DELETE_STARTED for every segment, the RSM deletes, DELETE_FINISHED
-        for every segment, then the partition-delete records (MARKED, STARTED, FINISHED)."""
+        for every segment, then (``partition_deleted``) the partition-delete records
+        (MARKED, STARTED, FINISHED)."""
         segments = [
             s
             for s in self.rlmm.list_remote_log_segments(tip)
@@ -379,6 +396,8 @@ class RemoteLogManager:
                 raise
         self.index_cache.remove_all(s.remote_log_segment_id.id for s in segments)
         self._publish_all(segments, _S.DELETE_SEGMENT_FINISHED)
+        if not partition_deleted:
+            return
         for state in RemotePartitionDeleteState:
             self.rlmm.put_remote_partition_delete_metadata(
                 RemotePartitionDeleteMetadata(tip, state, self._clock(), self.config.broker_id)
