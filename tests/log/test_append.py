@@ -141,3 +141,32 @@ def test_sealed_segments_keep_one_descriptor_each(make_manager: ManagerFactory) 
     # sealed indexes still answer lookups from their mappings
     first = part.segments()[0]
     assert part.read(first.base_offset + 1, 1 << 20).first_batch_offset == first.base_offset
+
+
+def test_a_roll_that_fails_opening_an_index_leaves_no_descriptor_open(
+    make_manager: ManagerFactory,
+) -> None:
+    """The next append retries a failed roll; each failed attempt must close what it
+    opened, or the retries exhaust the descriptors they were short of."""
+    part = new_log(make_manager(LogConfig(segment_bytes=300)))
+    part.append_as_leader(batch(2), leader_epoch=0)
+    while True:  # find the offset the next roll will create files for
+        before = len(part.segments())
+        end = part.log_end_offset
+        if part.segments()[-1].size + len(batch(2)) > 300:
+            break
+        part.append_as_leader(batch(2), leader_epoch=0)
+        assert len(part.segments()) == before
+    blocked = part.dir / f"{end:020d}.timeindex"
+    blocked.mkdir()  # the time index cannot be created: the roll fails at its last file
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    fds = open_fds()
+    for _ in range(20):
+        with pytest.raises(KafkaStorageError):
+            part.append_as_leader(batch(2), leader_epoch=0)
+    assert open_fds() <= fds
+    blocked.rmdir()
+    assert part.append_as_leader(batch(2), leader_epoch=0).base_offset == end

@@ -16,6 +16,7 @@ from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
 from helpers.wire import WireClient
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import SimpleRecord, build_batch
 
 
 def _create(c: WireClient, name: str, partitions: int = 1, **configs: str) -> None:
@@ -243,3 +244,36 @@ def test_fetch_max_bytes_caps_a_response_whatever_the_request_asks(
         assert p.flush(10) == 0
         err, alone = c.fetch_raw("capped", 0, 20, max_bytes=1 << 30)
         assert err == 0 and big in alone  # one batch larger than the cap still comes back
+
+
+def test_produce_with_two_batches_for_one_partition_is_an_invalid_record(
+    module_broker: BrokerProcess,
+) -> None:
+    # Kafka refuses it from Produce v3 on; an idempotent producer's sequence checks assume
+    # one batch per partition and request
+    def batch(seq: int) -> bytes:
+        return build_batch(
+            [SimpleRecord(b"v%d" % i) for i in range(5)],
+            producer_id=1000,
+            producer_epoch=0,
+            base_sequence=seq,
+        )
+
+    with WireClient(module_broker.bootstrap) as c:
+        _create(c, "two-batches")
+        r = c.call(
+            0,
+            9,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=10_000,
+            topic_data=[
+                {
+                    "name": "two-batches",
+                    "partition_data": [{"index": 0, "records": batch(0) + batch(5)}],
+                }
+            ],
+        )
+        part = r.responses[0].partition_responses[0]
+        assert int(part.error_code) == ErrorCode.INVALID_RECORD
+        assert _list_offset(c, "two-batches", -1)[1] == 0  # nothing appended

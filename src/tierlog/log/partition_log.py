@@ -321,12 +321,20 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------------
 
     def append_as_leader(
-        self, batches: bytes | bytearray | memoryview, leader_epoch: int, required_acks: int = 1
+        self,
+        batches: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        required_acks: int = 1,
+        *,
+        single_batch: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets and write ``batches`` atomically (all or nothing).
 
         ``required_acks`` is accepted for the contract; with one replica every append is
-        fully acknowledged once written.
+        fully acknowledged once written. ``single_batch``: a client's Produce (v3 and later)
+        carries exactly one batch per partition, as Kafka enforces; sequence checks assume
+        it (two batches of one producer in one request are checked against the state before
+        the request, so a valid pair was refused and a repeated one appended twice).
         """
         del required_acks
         view = memoryview(batches)
@@ -337,6 +345,12 @@ class PartitionLog:
                 validate_client_batch(h)
         except RecordsError as exc:
             raise LogAppendError(exc.code, exc.message) from exc
+        if single_batch and len(headers) > 1:
+            raise LogAppendError(
+                ErrorCode.INVALID_RECORD,
+                f"a produce request must carry exactly one record batch per partition, "
+                f"got {len(headers)}",
+            )
         if not headers:
             with self._lock:
                 return AppendResult(-1, -1, -1, self.log_start_offset)

@@ -75,12 +75,22 @@ class LogSegment:
         self.indexes_missing = self.size > 0 and not (
             self.index_path.exists() and self.time_index_path.exists()
         )
-        self.offset_index = OffsetIndex(
-            self.index_path, base_offset, config.segment_index_bytes, active
-        )
-        self.time_index = TimeIndex(
-            self.time_index_path, base_offset, config.segment_index_bytes, active
-        )
+        try:
+            self.offset_index = OffsetIndex(
+                self.index_path, base_offset, config.segment_index_bytes, active
+            )
+            try:
+                self.time_index = TimeIndex(
+                    self.time_index_path, base_offset, config.segment_index_bytes, active
+                )
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            # a roll that fails here (EMFILE, ENOMEM from mmap) is retried by the next
+            # append: what was opened must not stay open, or each retry leaks more
+            os.close(self.fd)
+            raise
         self.bytes_since_last_index_entry = 0
         last_time = self.time_index.last_entry()
         self.max_timestamp_so_far = last_time.timestamp

@@ -67,7 +67,7 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
                 continue
             try:
                 # kio already copied the records into a bytes subclass: no second copy
-                result = plog.append_as_leader(pd.records, LEADER_EPOCH, acks)
+                result = plog.append_as_leader(pd.records, LEADER_EPOCH, acks, single_batch=True)
             except KafkaError as e:
                 parts.append(_error(index, e.code, e.message))
                 failed = True
