@@ -99,3 +99,18 @@ def test_state_rebuilt_from_log_after_crash_without_snapshot(make_manager: Manag
     assert (
         part2.append_as_leader(batch(1, pid=PID, epoch=1, seq=4), leader_epoch=0).base_offset == 4
     )
+
+
+def test_a_retry_after_delete_records_past_the_batch_is_still_a_duplicate(
+    make_manager: ManagerFactory,
+) -> None:
+    """The response to seq 0-2 is lost, then DeleteRecords (a Streams purge) moves the log
+    start past it: the producer's retry must not be appended again (KIP-360)."""
+    part = new_log(make_manager())
+    first = part.append_as_leader(batch(3, pid=PID, epoch=0, seq=0), leader_epoch=0)
+    part.delete_records(3)
+    retry = part.append_as_leader(batch(3, pid=PID, epoch=0, seq=0), leader_epoch=0)
+    assert retry.duplicate and retry.base_offset == first.base_offset == 0
+    assert part.log_end_offset == 3
+    # and the producer continues where it was
+    assert part.append_as_leader(batch(1, pid=PID, epoch=0, seq=3), leader_epoch=0).base_offset == 3

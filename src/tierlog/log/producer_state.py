@@ -195,10 +195,10 @@ class ProducerStateManager:
             del self.producers[pid]
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose last write is below the new log start (Kafka truncateHead)."""
-        stale = [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]
-        for pid in stale:
-            del self.producers[pid]
+        """The log start moved (retention, DeleteRecords). Producers are kept until they
+        expire (producer.id.expiration.ms), as Kafka does since KAFKA-7190 / KIP-360:
+        forgetting a producer whose batches were just deleted would let its retry of a
+        batch whose response was lost be appended a second time."""
         self.last_map_offset = max(self.last_map_offset, log_start_offset)
 
     def clear(self, offset: int) -> None:
