@@ -265,3 +265,26 @@ def test_an_epoch_whose_unsynced_checkpoint_was_lost_is_rederived_by_recovery(
     assert part2 is not None
     assert part2.leader_epoch_cache.entries() == [EpochEntry(1, 0)]
     assert read_epoch_checkpoint(checkpoint) == [(1, 0)]
+
+
+def test_delete_records_writes_the_epoch_checkpoint_and_defers_its_fsync(
+    make_manager: ManagerFactory,
+) -> None:
+    """DeleteRecords and retention run on the event loop: moving the log start rewrites
+    the leader-epoch checkpoint at once but leaves the fsyncs to the next flush."""
+    mgr = make_manager()
+    part = new_log(mgr)
+    write_batches(part, 3)
+    part.flush()
+    assert not part.leader_epoch_cache.pending_sync
+    part.delete_records(4)
+    checkpoint = part.dir / "leader-epoch-checkpoint"
+    assert read_epoch_checkpoint(checkpoint) == [(1, 4)]
+    assert part.leader_epoch_cache.pending_sync
+    part.flush()
+    assert not part.leader_epoch_cache.pending_sync
+    mgr.flush_checkpoints()  # the log start checkpoint is periodic, as in Kafka
+    crash(mgr.all_logs())
+    again = make_manager().get_log(TP)
+    assert again is not None and again.log_start_offset == 4
+    assert again.leader_epoch_cache.entries() == [(1, 4)]

@@ -129,15 +129,19 @@ class LeaderEpochCache:
             self._entries = [e for e in self._entries if e.start_offset < end_offset]
             self._flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Log start moved to ``start_offset``: the epoch covering it now starts there."""
+    def truncate_from_start(self, start_offset: int, *, durable: bool = True) -> None:
+        """Log start moved to ``start_offset``: the epoch covering it now starts there.
+
+        ``durable=False`` (retention and DeleteRecords, on the event loop) skips the fsyncs
+        as ``assign`` does; the next flush makes it durable, and a crash before that only
+        brings back entries below the log start, which loading truncates again."""
         with self._lock:
             removed = [e for e in self._entries if e.start_offset <= start_offset]
             if not removed:
                 return
             kept = [e for e in self._entries if e.start_offset > start_offset]
             self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
-            self._flush()
+            self._flush(durable)
 
     def entries_in_range(self, start_offset: int, end_offset: int) -> list[EpochEntry]:
         """Epochs covering ``[start_offset, end_offset)``, the first clipped to start there.

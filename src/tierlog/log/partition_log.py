@@ -645,7 +645,7 @@ class PartitionLog:
             return
         self.log_start_offset = offset
         self.local_log_start_offset = max(self.local_log_start_offset, offset)
-        self.leader_epoch_cache.truncate_from_start(offset)
+        self.leader_epoch_cache.truncate_from_start(offset, durable=False)
         self.producer_state.truncate_head(offset)
         self.producer_state.last_map_offset = self.log_end_offset
 
