@@ -9,6 +9,7 @@ local segments; on a tiered partition the RemoteLogManager does the lookup on it
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tierlog.protocol.builder import mk
@@ -17,6 +18,8 @@ from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.handlers.fetch import check_leader_epoch
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import earliest_local_offset, latest_tiered_offset
+
+log = logging.getLogger(__name__)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
@@ -93,5 +96,10 @@ async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
                 )
             except KafkaError as e:
                 parts.append(_result(idx, e.code))
+            except Exception:
+                # e.g. a timestamp search over a segment that retention closed meanwhile:
+                # this partition's error (the client retries), not a failed request
+                log.exception("ListOffsets for %s-%d failed", t.name, idx)
+                parts.append(_result(idx, ErrorCode.UNKNOWN_SERVER_ERROR))
         topics.append({"name": t.name, "partitions": parts})
     return mk(response_schema(2, version), throttle_time=0, topics=topics)
