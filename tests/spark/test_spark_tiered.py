@@ -358,6 +358,19 @@ def test_audit_finds_orphan_missing_and_truncated_objects(
     other_cluster.write_bytes(b"another cluster's segment")
     request.addfinalizer(lambda: shutil.rmtree(unrelated.parent))
     request.addfinalizer(lambda: shutil.rmtree(other_cluster.parent.parent))
+    # a topic of ours, deleted: its metadata ends with the partition-delete records, and an
+    # object left behind (an upload that outlived the deletion) is still ours to delete
+    create_tiered_topic(bootstrap, "gone")
+    produce(bootstrap, "gone", 600)
+    wait_until(lambda: _segment_keys(tiered.bucket, "gone"), what="a segment uploaded")
+    gone_dir = _segment_keys(tiered.bucket, "gone")[0].parent
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_topics(["gone"]).values():
+        f.result(30)
+    wait_until(lambda: not _segment_keys(tiered.bucket, "gone"), what="remote deleted")
+    left_behind = gone_dir / f"{0:020d}-{kafka_uuid(uuid.uuid4())}.log"
+    gone_dir.mkdir(parents=True, exist_ok=True)
+    left_behind.write_bytes(b"uploaded after the topic was deleted")
 
     def rel(p: Path) -> str:
         return p.relative_to(tiered.bucket).as_posix()
@@ -367,6 +380,7 @@ def test_audit_finds_orphan_missing_and_truncated_objects(
     kinds = {(f["kind"], f["key"]) for f in report["findings"]}
     assert kinds == {
         ("orphan", rel(orphan)),
+        ("orphan", rel(left_behind)),
         ("unrecognised", rel(unrelated)),
         ("foreign", rel(other_cluster)),
         ("missing", rel(deleted)),
@@ -377,17 +391,18 @@ def test_audit_finds_orphan_missing_and_truncated_objects(
     code, dry = audit("--delete-orphans")
     assert dry["delete_orphans"] == {
         "dry_run": True,
-        "objects": 1,
-        "bytes": len(b"left behind by a crashed upload"),
+        "objects": 2,
+        "bytes": len(b"left behind by a crashed upload")
+        + len(b"uploaded after the topic was deleted"),
         "deleted": 0,
     }
     assert orphan.exists()
 
     before = {p: p.stat().st_size for p in tiered.bucket.rglob("*") if p.is_file()}
     code, done = audit("--delete-orphans", "--yes")
-    assert done["delete_orphans"]["deleted"] == 1
+    assert done["delete_orphans"]["deleted"] == 2
     after = {p: p.stat().st_size for p in tiered.bucket.rglob("*") if p.is_file()}
-    assert set(before) - set(after) == {orphan}  # only the orphan is gone
+    assert set(before) - set(after) == {orphan, left_behind}  # only the orphans are gone
     assert all(after[p] == before[p] for p in after)
 
     assert unrelated.exists() and other_cluster.exists()  # never ours to delete

@@ -127,11 +127,14 @@ def run_audit(
         "key string, size long, base string",
     ).cache()
     n_meta = metadata_partitions(bootstrap)
-    segments = (
+    rows = (
         spark.range(0, n_meta, 1, max(n_meta, 1))
-        .mapInArrow(read_segments(bootstrap, inventory), SEGMENT_DDL)
+        .mapInArrow(read_segments(bootstrap, inventory, partition_rows=True), SEGMENT_DDL)
         .cache()
     )
+    # every topic this cluster has tiered, deleted ones included: its objects are ours
+    known_topics = {r["topic_id"] for r in rows.select("topic_id").distinct().collect()}
+    segments = rows.filter(F.col("segment_id").isNotNull())
     findings: list[Finding] = []
 
     def add(kind: str, rows: list[Any], detail: Callable[[Any], str]) -> None:
@@ -156,7 +159,6 @@ def run_audit(
     )
     joined = objects.join(seg_cols, "base", "left")
     no_meta = joined.filter(F.col("segment_id").isNull()).collect()
-    known_topics = {r["topic_id"] for r in segments.select("topic_id").distinct().collect()}
     owners = {r["key"]: inventory.topic_id_of(r["key"]) for r in no_meta}
     add(
         "unrecognised",
@@ -243,7 +245,7 @@ def run_audit(
         lambda d: f"stored {d['size']} bytes, {d['against']} says {d['expected_size']}",
     )
     n_segments = segments.count()
-    segments.unpersist()
+    rows.unpersist()
     objects.unpersist()
     findings.sort(key=lambda f: (f.kind, f.key))
     return AuditReport(

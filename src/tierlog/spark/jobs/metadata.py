@@ -50,11 +50,26 @@ def metadata_partitions(bootstrap: str) -> int:
         return 0 if meta is None else len(meta.leaders)
 
 
-def segment_rows(bootstrap: str, inventory: Inventory, partition: int) -> list[dict[str, Any]]:
+def segment_rows(
+    bootstrap: str, inventory: Inventory, partition: int, partition_rows: bool = False
+) -> list[dict[str, Any]]:
+    """One row per segment; with ``partition_rows`` also one per user partition the
+    metadata has ever named (``segment_id`` null, state ``PARTITION``), deleted ones
+    included: the audit tells this cluster's topics from another cluster's by them."""
     with BrokerClient(bootstrap) as client:
         values = read_partition(client, (METADATA_TOPIC, partition))
     rows: list[dict[str, Any]] = []
     for tip, cache in fold_metadata(values, None).items():
+        if partition_rows:
+            rows.append(
+                {
+                    "topic": tip.topic,
+                    "topic_id": str(tip.topic_id),
+                    "partition": tip.partition,
+                    "state": "PARTITION",
+                    "required": [],
+                }
+            )
         for md in cache.list_all_remote_log_segments():
             rows.append(
                 {
@@ -76,13 +91,13 @@ def segment_rows(bootstrap: str, inventory: Inventory, partition: int) -> list[d
     return rows
 
 
-def read_segments(bootstrap: str, inventory: Inventory) -> Any:
+def read_segments(bootstrap: str, inventory: Inventory, partition_rows: bool = False) -> Any:
     """A function for `mapInArrow` over a DataFrame of metadata partition numbers (`id`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for p in batch.column("id").to_pylist():
-                rows = segment_rows(bootstrap, inventory, int(p))
+                rows = segment_rows(bootstrap, inventory, int(p), partition_rows)
                 yield pa.RecordBatch.from_pylist(rows, schema=SEGMENT_SCHEMA)
 
     return run
