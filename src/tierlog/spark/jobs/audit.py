@@ -127,14 +127,14 @@ def run_audit(
         "key string, size long, base string",
     ).cache()
     n_meta = metadata_partitions(bootstrap)
-    rows = (
+    metadata_rows = (
         spark.range(0, n_meta, 1, max(n_meta, 1))
         .mapInArrow(read_segments(bootstrap, inventory, partition_rows=True), SEGMENT_DDL)
         .cache()
     )
     # every topic this cluster has tiered, deleted ones included: its objects are ours
-    known_topics = {r["topic_id"] for r in rows.select("topic_id").distinct().collect()}
-    segments = rows.filter(F.col("segment_id").isNotNull())
+    known_topics = {r["topic_id"] for r in metadata_rows.select("topic_id").distinct().collect()}
+    segments = metadata_rows.filter(F.col("segment_id").isNotNull())
     findings: list[Finding] = []
 
     def add(kind: str, rows: list[Any], detail: Callable[[Any], str]) -> None:
@@ -245,7 +245,7 @@ def run_audit(
         lambda d: f"stored {d['size']} bytes, {d['against']} says {d['expected_size']}",
     )
     n_segments = segments.count()
-    rows.unpersist()
+    metadata_rows.unpersist()
     objects.unpersist()
     findings.sort(key=lambda f: (f.kind, f.key))
     return AuditReport(
