@@ -63,6 +63,7 @@ from tierlog.tiered.api import (
     RemoteResourceNotFoundException,
     RemoteStorageException,
     RemoteStorageManager,
+    SupportsReadAhead,
 )
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class OpenSegment:
         return self.manifest.chunk_index.original_file_size
 
 
-class ObjectStoreRemoteStorageManager(RemoteStorageManager):
+class ObjectStoreRemoteStorageManager(RemoteStorageManager, SupportsReadAhead):
     def __init__(self) -> None:
         self._cfg: ObjectStoreConfig | None = None
         self._closed = False

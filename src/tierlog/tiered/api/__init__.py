@@ -25,6 +25,7 @@ from tierlog.tiered.api.plugin import (
     plugin_class,
     plugin_props,
 )
+from tierlog.tiered.api.read_ahead import SupportsReadAhead
 from tierlog.tiered.api.remote_log_metadata_manager import RemoteLogMetadataManager
 from tierlog.tiered.api.remote_log_segment_id import RemoteLogSegmentId
 from tierlog.tiered.api.remote_log_segment_metadata import RemoteLogSegmentMetadata
@@ -59,6 +60,7 @@ __all__ = [
     "RemoteStorageManager",
     "ReplicaNotAvailableException",
     "RetriableRemoteStorageException",
+    "SupportsReadAhead",
     "TopicIdPartition",
     "load_plugin",
     "load_remote_log_metadata_manager",
