@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench soak clean
+.PHONY: install run test lint typecheck unit quick bench soak clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ typecheck: install
 
 unit: install
 	$(VENV)/bin/pytest -q
+
+# The inner loop: everything but Spark and the end-to-end fault suites (see tests/conftest.py).
+quick: install
+	$(VENV)/bin/pytest -q -m "not spark and not slow"
 
 test: lint typecheck unit
 

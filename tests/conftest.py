@@ -49,3 +49,17 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     b.start()
     yield b
     b.close()
+
+
+#: Suites left out of ``make quick``: Spark's JVM start-up and the end-to-end fault suites
+#: dominate the whole run's time, and the inner loop rarely needs them.
+_MARK_BY_DIR = {"spark": "spark", "reliability": "slow", "crash": "slow"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).parent
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(tests_dir).parts
+        marker = _MARK_BY_DIR.get(parts[0]) if len(parts) > 1 else None
+        if marker is not None:
+            item.add_marker(marker)

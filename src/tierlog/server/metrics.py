@@ -178,7 +178,7 @@ class _ProcessRegistryBridge:
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_ProcessRegistryBridge())  # type: ignore[arg-type]
+        self.registry.register(_ProcessRegistryBridge())
         self.requests = Counter(
             "tierlog_requests", "Requests handled, per API.", ["api"], registry=self.registry
         )

@@ -63,7 +63,7 @@ def _catalog(opts: SourceOptions) -> Catalog:
 MIN_PACKED_PARTITIONS = 1
 
 
-class SlicePartition(InputPartition):  # type: ignore[misc]
+class SlicePartition(InputPartition):
     """One Spark task: consecutive slices of one partition (several only when segments are
     small). `offline`: planned from the bucket alone, so no broker to fall back on."""
 
@@ -97,7 +97,7 @@ def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordB
         yield from read_slice(s, ctx)
 
 
-class TierlogBatchReader(DataSourceReader):  # type: ignore[misc]
+class TierlogBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
 
@@ -118,7 +118,7 @@ def _offsets(d: dict[str, Any]) -> dict[TP, int]:
     return partition_map("offset", json.dumps(d))
 
 
-class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are Spark-Kafka-style JSON: {"topic": {"partition": next offset}}."""
 
     def __init__(self, opts: SourceOptions) -> None:
@@ -183,7 +183,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
 
 @dataclass
-class SinkCommit(WriterCommitMessage):  # type: ignore[misc]
+class SinkCommit(WriterCommitMessage):
     rows: int
 
 
@@ -191,7 +191,7 @@ def _sink_fields(schema: StructType) -> dict[str, str]:
     return {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
 
 
-class TierlogWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class TierlogWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
@@ -199,7 +199,7 @@ class TierlogWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return SinkCommit(produce_batches(self.opts, iterator))
 
 
-class TierlogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class TierlogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
@@ -213,7 +213,7 @@ class TierlogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         """At-least-once, like Spark's Kafka sink: written rows stay written."""
 
 
-class TierlogDataSource(DataSource):  # type: ignore[misc]
+class TierlogDataSource(DataSource):
     """`spark.read.format("tierlog")`: Spark's Kafka source options, tiered reads."""
 
     @classmethod
