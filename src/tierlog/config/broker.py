@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS, RLMM_PREFIX_KEY, RSM_PREFIX_KEY
+from tierlog.config.cluster_rules import apply_cluster_rules
 from tierlog.config.definitions import ConfigError, ConfigKey
 from tierlog.config.properties import read_properties
 
@@ -205,10 +206,6 @@ def _check_cross_key_rules(values: dict[str, Any]) -> None:
         raise ConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
         )
-    if values["default.replication.factor"] != 1:
-        raise ConfigError(
-            "default.replication.factor", "a single-node tierlog broker only supports 1"
-        )
     for key in ("listeners", "advertised.listeners"):
         for uri in values[key] or []:
             parse_listener(key, uri)
@@ -271,6 +268,7 @@ def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
         values[key] = definition.parse(text)
         explicit.add(key)
     _check_cross_key_rules(values)
+    apply_cluster_rules(values, explicit)
     return BrokerConfig(
         values=values, explicit=frozenset(explicit), rsm_config=rsm, rlmm_config=rlmm
     )

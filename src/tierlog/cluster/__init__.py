@@ -1,0 +1,17 @@
+"""Cluster coordination through ZooKeeper, with Kafka's znode layout (spec/kafka-replication.md §6).
+
+A layer of its own: it may import ``tierlog.config`` and ``tierlog.protocol``, never
+``tierlog.server``; the server drives it. ZooKeeper is the only consensus engine: this
+package never decides anything that a conditional ZooKeeper write has not confirmed.
+
+Modules, one concept each:
+
+* ``settings``: the cluster-mode settings taken from a ``BrokerConfig``.
+* ``zookeeper``: the kazoo client wrapper (chroot creation, persistent roots, sessions).
+* ``paths`` and ``znodes``: Kafka's znode layout and the JSON of each znode.
+* ``registration``: the broker's ephemeral ``/brokers/ids/<id>``.
+* ``election`` and ``fencing``: one controller election attempt and the epoch-fenced writes
+  of the elected controller.
+* ``contender``: the long-lived task that keeps a broker registered and contending.
+* ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
+"""
