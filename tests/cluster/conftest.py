@@ -5,18 +5,23 @@
   tests share the server but never each other's znodes. The chroot does not exist yet:
   creating it is the client's job, as in Kafka.
 * ``kazoo_client``: a plain kazoo client on that chroot (created), to inspect and disturb.
+* ``cluster_settings(broker_id, rack=None)``: the ``ClusterSettings`` of a broker on that
+  chroot, with a 2 s session timeout.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from helpers.zookeeper import ZooKeeperServer, zookeeper_available
+from tierlog.cluster.settings import ClusterSettings
+from tierlog.config import Endpoint
+from tierlog.config.zookeeper_connect import parse_zookeeper_connect
 
 _chroots = itertools.count()
 
@@ -50,3 +55,18 @@ def kazoo_client(zk_connect: str) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def cluster_settings(zk_connect: str) -> Callable[..., ClusterSettings]:
+    def make(broker_id: int, rack: str | None = None) -> ClusterSettings:
+        return ClusterSettings(
+            broker_id=broker_id,
+            zookeeper=parse_zookeeper_connect(zk_connect),
+            session_timeout_ms=2000,
+            connection_timeout_ms=15000,
+            advertised_listeners=(Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id),),
+            rack=rack,
+        )
+
+    return make

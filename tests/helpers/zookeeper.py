@@ -132,3 +132,15 @@ class ZooKeeperServer:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def expire_session(hosts: str, client_id: tuple[int, bytes]) -> None:
+    """Expire another client's session, as a server would after its timeout: a second
+    connection joins the session with its id and password and closes it. The first client
+    then sees its session lost (and kazoo opens a new one)."""
+    from kazoo.client import KazooClient
+
+    intruder = KazooClient(hosts=hosts, client_id=client_id)
+    intruder.start(timeout=15)
+    intruder.stop()
+    intruder.close()
