@@ -12,6 +12,6 @@ Modules, one concept each:
 * ``registration``: the broker's ephemeral ``/brokers/ids/<id>``.
 * ``election`` and ``fencing``: one controller election attempt and the epoch-fenced writes
   of the elected controller.
-* ``contender``: the long-lived task that keeps a broker registered and contending.
+* ``member``: ``ClusterMember``, which keeps a broker registered and contending.
 * ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
 """
