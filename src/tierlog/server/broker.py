@@ -25,6 +25,7 @@ from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
 from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
+from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
 from tierlog.server.handlers import register_all
@@ -56,6 +57,7 @@ class Broker:
         self.state: BrokerState | None = None
         self.bound: tuple[str, int] | None = None
         self.metrics_port: int | None = None
+        self.cluster: ClusterMode | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -118,6 +120,7 @@ class Broker:
             )
         state.groups = await build_group_coordinator(state)
         register_all(router, state)
+        self.cluster = await ClusterMode.start(cfg, state.advertised)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -173,6 +176,8 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if self.cluster is not None:
+            await self.cluster.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
