@@ -14,6 +14,7 @@ Modules, one concept each:
   of the elected controller.
 * ``member``: ``ClusterMember``, which keeps a broker registered and contending.
 * ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
+* ``topic_creation``: the controller's fenced writes for a new topic.
 * ``leader_election``: the controller's election strategies (new, offline, unclean,
   reassignment, preferred, controlled shutdown), pure functions over partition states.
 """

@@ -245,3 +245,28 @@ class PartitionState:
             controller_epoch=_field(cls.KIND, obj, "controller_epoch", int),
             leader_recovery_state=recovery,
         )
+
+
+# ---- /config/topics/<t> ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicConfigOverrides:
+    """A topic's config overrides (version 1), as text values like ``server.properties``."""
+
+    config: Mapping[str, str]
+
+    KIND = "topic config"
+
+    def encode(self) -> bytes:
+        return _encode({"version": 1, "config": dict(sorted(self.config.items()))})
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicConfigOverrides:
+        obj = _decode(cls.KIND, data)
+        config = obj.get("config", {})
+        if not isinstance(config, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+        ):
+            raise ZnodeFormatError(f"{cls.KIND}: config is not an object of strings")
+        return cls(config)
