@@ -13,6 +13,8 @@ Modules, one concept each:
 * ``election`` and ``fencing``: one controller election attempt and the epoch-fenced writes
   of the elected controller.
 * ``member``: ``ClusterMember``, which keeps a broker registered and contending.
+* ``cluster_view``: ``ClusterView``, a broker's watch-fed picture of brokers, controller,
+  topics and partition states, applied by epoch.
 * ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
 * ``topic_creation``: the controller's fenced writes for a new topic.
 * ``leader_election``: the controller's election strategies (new, offline, unclean,
