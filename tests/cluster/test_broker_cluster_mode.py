@@ -16,6 +16,7 @@ from helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.election import read_controller, read_controller_epoch
 from tierlog.cluster.registration import live_brokers
+from tierlog.cluster.znodes import PartitionState, TopicAssignment
 from tierlog.config import load_broker_config
 from tierlog.server.cluster_mode import ClusterMode
 
@@ -65,6 +66,36 @@ def test_two_brokers_register_and_elect_one_controller(
     assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5
     assert read_controller_epoch(kazoo_client)[0] == first_epoch + 2
     assert sorted(live_brokers(kazoo_client)) == [1]
+
+
+def test_controller_moves_leadership_off_a_killed_broker(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """A topic written as Kafka's old admin tools did (the assignment znode alone) gets its
+    states from the controller; kill -9 of the controller, which also leads a partition,
+    moves the controller and that leadership once its session expires."""
+    b1 = _cluster_broker(broker_factory, zk_connect, 1)
+    _cluster_broker(broker_factory, zk_connect, 2)
+    assert read_controller(kazoo_client) == 1
+    kazoo_client.create(paths.topic("t"), TopicAssignment({0: (1, 2), 1: (2, 1)}).encode())
+
+    def state(p: int) -> PartitionState | None:
+        path = paths.partition_state("t", p)
+        return (
+            PartitionState.decode(kazoo_client.get(path)[0]) if kazoo_client.exists(path) else None
+        )
+
+    epoch = read_controller_epoch(kazoo_client)[0]
+    wait_until(lambda: state(0) == PartitionState(1, 0, (1, 2), epoch), 10, what="t-0 state")
+    assert state(1) == PartitionState(2, 0, (2, 1), epoch)
+
+    b1.kill()
+    wait_until(lambda: read_controller(kazoo_client) == 2, 15, what="broker 2 is controller")
+    wait_until(lambda: state(0) == PartitionState(2, 1, (2,), epoch + 1), 10, what="t-0 on 2")
+    wait_until(lambda: state(1) == PartitionState(2, 1, (2,), epoch + 1), 10, what="t-1 ISR")
+
+    b1.start()
+    wait_until(lambda: sorted(live_brokers(kazoo_client)) == [1, 2], 10, what="1 is back")
 
 
 def test_single_node_mode_has_no_cluster_hook() -> None:

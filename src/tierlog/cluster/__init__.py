@@ -15,6 +15,9 @@ Modules, one concept each:
 * ``member``: ``ClusterMember``, which keeps a broker registered and contending.
 * ``cluster_view``: ``ClusterView``, a broker's watch-fed picture of brokers, controller,
   topics and partition states, applied by epoch.
+* ``controller``: the controller's level-triggered partition duties (new partitions, offline
+  and unclean elections, ISR removal of offline brokers).
+* ``node``: ``ClusterNode``, membership + view + controller, what the server starts.
 * ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
 * ``topic_creation``: the controller's fenced writes for a new topic.
 * ``leader_election``: the controller's election strategies (new, offline, unclean,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -99,7 +99,7 @@ class ClusterView:
         self, zk: KazooClient, listener: Callable[[ViewChange], None] | None = None
     ) -> None:
         self._zk = zk
-        self._listener = listener
+        self._listeners: list[Callable[[ViewChange], None]] = [] if listener is None else [listener]
         self._lock = threading.Lock()
         self._closed = False
         self._generations = 0
@@ -132,6 +132,15 @@ class ClusterView:
             t = self._topics.get(topic)
             return None if t is None else t.partitions.get(index)
 
+    def add_listener(self, listener: Callable[[ViewChange], None]) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ViewChange], None]) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
         """Arm the watches; the view is complete for what existed when this returns."""
@@ -146,9 +155,11 @@ class ClusterView:
 
     # ---- watch callbacks (kazoo's callback thread) -----------------------------------
     def _notify(self, change: ViewChange) -> None:
-        if self._listener is not None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
             try:
-                self._listener(change)
+                listener(change)
             except Exception:
                 log.exception("cluster view listener failed on %r", change)
 
@@ -179,6 +190,11 @@ class ClusterView:
                     BrokerRegistration.decode(int(child), data), int(stat.czxid)
                 )
             except NoNodeError:
+                continue
+            except KazooException as e:
+                if self._closed:
+                    return False
+                log.warning("could not read broker registration %s: %r", child, e)
                 continue
             except (ValueError, ZnodeFormatError) as e:
                 log.error("ignoring broker registration %s: %s", child, e)
@@ -227,7 +243,7 @@ class ClusterView:
             with self._lock:
                 self._topics[name] = topic
         new: list[int] = []
-        changed: list[PartitionInfo] = []
+        changed: list[PartitionInfo] = []  # new partitions and changed assignments
         with self._lock:
             topic.assignment = assignment
             for p, replicas in sorted(assignment.partitions.items()):
@@ -244,7 +260,7 @@ class ClusterView:
                 topic.partitions[p] = info
                 if old is None:
                     new.append(p)
-                elif old != info:
+                if old != info:
                     changed.append(info)
         for info in changed:
             self._notify(PartitionChanged(info))

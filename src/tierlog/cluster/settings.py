@@ -16,6 +16,8 @@ class ClusterSettings:
     connection_timeout_ms: int
     advertised_listeners: tuple[Endpoint, ...]
     rack: str | None
+    unclean_leader_election_enable: bool = False
+    """The broker default; a topic's own ``unclean.leader.election.enable`` overrides it."""
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ClusterSettings | None:
@@ -32,4 +34,5 @@ class ClusterSettings:
             connection_timeout_ms=session_ms if connection_ms is None else int(connection_ms),
             advertised_listeners=tuple(config.advertised_listeners),
             rack=config.get("broker.rack"),
+            unclean_leader_election_enable=bool(config.get("unclean.leader.election.enable")),
         )
