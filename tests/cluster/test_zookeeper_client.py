@@ -4,7 +4,9 @@ events that tell a new session (ephemerals gone) from a resumed one."""
 from __future__ import annotations
 
 import queue
+import time
 
+import pytest
 from kazoo.client import KazooClient
 
 from helpers.zookeeper import ZooKeeperServer, expire_session
@@ -53,3 +55,15 @@ def test_session_events(zookeeper: ZooKeeperServer, zk_connect: str) -> None:
         assert client.kazoo.exists("/mine") is None
     finally:
         client.close()
+
+
+def test_an_unreachable_zookeeper_fails_start_within_the_connection_timeout() -> None:
+    from helpers.zookeeper import free_port
+    from tierlog.cluster.zookeeper import ZooKeeperUnavailableError
+
+    connect = parse_zookeeper_connect(f"127.0.0.1:{free_port()}/chroot")
+    client = ZooKeeperClient(connect, 2000, 1000)
+    started = time.monotonic()
+    with pytest.raises(ZooKeeperUnavailableError):
+        client.start()
+    assert time.monotonic() - started < 10

@@ -52,7 +52,11 @@ class ClusterNode:
     def start(self) -> None:
         self.member.start()
         view = ClusterView(self.member.zk.kazoo)
-        view.start()
+        try:
+            view.start()
+        except Exception:
+            self.member.close()
+            raise
         with self._lock:
             self.view = view
             self._start_controller()
