@@ -26,6 +26,8 @@ from tierlog.cluster.fencing import FencedWriter
 from tierlog.cluster.member import ClusterMember
 from tierlog.cluster.settings import ClusterSettings
 from tierlog.cluster.znodes import TopicConfigOverrides, ZnodeFormatError
+from tierlog.config import ConfigError
+from tierlog.config.topic_keys import TOPIC_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -104,4 +106,8 @@ class ClusterNode:
             value = None
         if value is None:
             return self.settings.unclean_leader_election_enable
-        return value.strip().lower() == "true"
+        try:
+            return bool(TOPIC_KEYS[UNCLEAN_KEY].parse(value))
+        except ConfigError as e:
+            log.warning("topic %s: %s; using the broker default", topic, e)
+            return self.settings.unclean_leader_election_enable

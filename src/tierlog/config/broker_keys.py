@@ -215,7 +215,13 @@ BROKER_KEYS.add(
         one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     ),
     K("min.insync.replicas", INT, 1, "Min ISR for acks=all (single node: 1).", at_least(1)),
-    K("unclean.leader.election.enable", BOOL, False, "Unused on a single node.", no_effect=True),
+    K(
+        "unclean.leader.election.enable",
+        BOOL,
+        False,
+        "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
+        "it lacks). No effect on a single node.",
+    ),
     K(
         "log.cleaner.delete.retention.ms",
         LONG,

@@ -187,7 +187,8 @@ TOPIC_KEYS.add(
         "unclean.leader.election.enable",
         BOOL,
         False,
-        "Unused on a single node.",
+        "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
+        "it lacks). No effect on a single node.",
         synonyms=("unclean.leader.election.enable",),
     ),
     K(
