@@ -98,6 +98,20 @@ def test_controller_moves_leadership_off_a_killed_broker(
     wait_until(lambda: sorted(live_brokers(kazoo_client)) == [1, 2], 10, what="1 is back")
 
 
+def test_a_broker_restarted_right_after_kill_9_rejoins(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """Its previous session's registration is still there when it starts again: it waits
+    for that session to expire and registers with a new broker epoch."""
+    b1 = _cluster_broker(broker_factory, zk_connect, 1)
+    old_epoch = kazoo_client.get(paths.broker(1))[1].czxid
+    b1.kill()
+    b1.start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
+    data, stat = kazoo_client.get(paths.broker(1))
+    assert stat.czxid > old_epoch
+    assert json.loads(data)["endpoints"] == [f"PLAINTEXT://{b1.bootstrap}"]
+
+
 def test_single_node_mode_has_no_cluster_hook() -> None:
     """Without zookeeper.connect the broker's hook is absent: no ZooKeeper is contacted."""
     assert asyncio.run(ClusterMode.start(load_broker_config({}), ("127.0.0.1", 9092))) is None

@@ -5,6 +5,7 @@ multi-op (Z-1), and a deposed controller's writes are refused (Z-2)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -16,7 +17,12 @@ from helpers.zookeeper import ZooKeeperServer, expire_session
 from tierlog.cluster import paths
 from tierlog.cluster.election import elect_controller, read_controller, read_controller_epoch
 from tierlog.cluster.fencing import ControllerMovedError, FencedWriter
-from tierlog.cluster.registration import BrokerIdInUseError, live_brokers, register_broker
+from tierlog.cluster.registration import (
+    BrokerIdInUseError,
+    RegisteredBroker,
+    live_brokers,
+    register_broker,
+)
 from tierlog.cluster.settings import ClusterSettings
 from tierlog.cluster.znodes import BrokerRegistration, PartitionState
 from tierlog.cluster.zookeeper import ZooKeeperClient
@@ -170,3 +176,28 @@ def test_a_deposed_controller_cannot_write(
     assert new_writer.set_data(state_path, fresh, version=stat.version).version == stat.version + 1
     with pytest.raises(BadVersionError):
         new_writer.set_data(state_path, fresh, version=stat.version)
+
+
+def test_registration_waits_out_a_crashed_predecessor(
+    zookeeper: ZooKeeperServer,
+    zk_factory: Callable[[], ZooKeeperClient],
+    kazoo_client: KazooClient,
+) -> None:
+    """A broker restarted right after kill -9 finds its old znode until that session expires:
+    it waits for the znode to go instead of failing."""
+    crashed = zk_factory()
+    old = register_broker(crashed.kazoo, _registration(6))
+    restarted = zk_factory()
+    result: list[object] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(register_broker(restarted.kazoo, _registration(6), 20.0))
+    )
+    waiter.start()
+    wait_until(lambda: kazoo_client.exists(paths.broker(6)) is not None, 5, what="old znode")
+    assert not result, "still waiting while the old session lives"
+    expire_session(zookeeper.connect, crashed.kazoo.client_id)
+    waiter.join(20)
+    assert len(result) == 1
+    new = result[0]
+    assert isinstance(new, RegisteredBroker) and new.broker_epoch > old.broker_epoch
+    assert kazoo_client.get(paths.broker(6))[1].ephemeralOwner == restarted.session_id

@@ -6,8 +6,9 @@ by a queue: session events, ``/controller`` watch events and the stop request. O
 means no two decisions race, and kazoo's callback threads never block (they only enqueue).
 
 * **New session** (start, or after an expiry): register ``/brokers/ids/<id>`` (new broker
-  epoch), then look at ``/controller`` (arming its watch) and try to be elected if it is
-  free. The server may serve stale reads after a reconnect, so it is synced first.
+  epoch; a crashed predecessor's znode is waited out for up to a session timeout), then
+  look at ``/controller`` (arming its watch) and try to be elected if it is free. The
+  server may serve stale reads after a reconnect, so it is synced first.
 * **Session lost:** the registration and ``/controller`` of the old session are gone; a
   controller resigns at once (``on_resigned``), before any new session can elect another.
 * **``/controller`` changed:** re-read and re-arm; when it is free, try to be elected
@@ -38,6 +39,9 @@ from tierlog.cluster.znodes import BrokerRegistration
 from tierlog.cluster.zookeeper import SessionEvent, ZooKeeperClient
 
 log = logging.getLogger(__name__)
+
+PREDECESSOR_MARGIN_S = 5.0
+"""How much longer than a session timeout to wait for a crashed predecessor's registration."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,11 @@ class ClusterMember:
     def start(self, timeout_s: float | None = None) -> None:
         """Connect, register and take part in the first election; raise if that fails."""
         self._thread.start()
-        wait_s = timeout_s if timeout_s is not None else self.settings.connection_timeout_ms / 1000
+        if timeout_s is None:
+            timeout_s = (
+                self.settings.connection_timeout_ms + self.settings.session_timeout_ms
+            ) / 1000 + PREDECESSOR_MARGIN_S
+        wait_s = timeout_s
         if not self._started.wait(wait_s + 5.0):
             self.close()
             raise TimeoutError(f"broker {self.broker_id} did not register within {wait_s}s")
@@ -131,7 +139,11 @@ class ClusterMember:
     def _handle(self, event: _Event) -> None:
         if event is SessionEvent.NEW_SESSION:
             self.zk.kazoo.sync(paths.CONTROLLER)
-            self.registered = register_broker(self.zk.kazoo, self._registration())
+            self.registered = register_broker(
+                self.zk.kazoo,
+                self._registration(),
+                wait_s=self.settings.session_timeout_ms / 1000 + PREDECESSOR_MARGIN_S,
+            )
             log.info(
                 "broker %d registered (broker epoch %d)",
                 self.broker_id,

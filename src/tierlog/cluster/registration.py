@@ -5,10 +5,18 @@ epoch, so a broker that bounces (new session) has a larger epoch and the control
 it as a failure followed by a startup (Z-5). Registration is a *checked* ephemeral create
 (Z-4): if the znode exists and belongs to the current session (a create whose reply was
 lost), that is success; if it belongs to another session, the id is taken.
+
+A broker restarted right after a crash (kill -9) finds its previous session's znode still
+there until that session expires. ``register_broker`` therefore waits up to ``wait_s``
+(the broker passes its session timeout plus a margin) for the other session's znode to go,
+watching it rather than polling, and only then declares the id taken: a second live broker
+with the same id holds it forever, a crashed predecessor does not.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -29,20 +37,26 @@ class RegisteredBroker:
     """The registration znode's czxid."""
 
 
-def register_broker(zk: KazooClient, registration: BrokerRegistration) -> RegisteredBroker:
+def register_broker(
+    zk: KazooClient, registration: BrokerRegistration, wait_s: float = 0.0
+) -> RegisteredBroker:
     """Create the broker's ephemeral registration in the current session."""
     path = paths.broker(registration.broker_id)
     data = registration.encode()
-    session_id = zk.client_id[0]
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             _, stat = zk.create(path, data, ephemeral=True, include_data=True)
         except NodeExistsError:
+            gone = threading.Event()
             try:
-                _, stat = zk.get(path)
+                _, stat = zk.get(path, watch=lambda _event, g=gone: g.set())
             except NoNodeError:
                 continue
-            if stat.ephemeralOwner != session_id:
+            if stat.ephemeralOwner != zk.client_id[0]:
+                remaining = deadline - time.monotonic()
+                if remaining > 0 and gone.wait(remaining):
+                    continue
                 raise BrokerIdInUseError(
                     f"{path} is held by another ZooKeeper session "
                     f"(0x{stat.ephemeralOwner:x}): node.id {registration.broker_id} is taken"
