@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from helpers.poll import wait_until
+from tierlog.cluster import paths
 from tierlog.cluster.cluster_view import ClusterView, PartitionInfo
 from tierlog.cluster.controller import PartitionController, next_state
 from tierlog.cluster.election import elect_controller
@@ -120,6 +121,53 @@ def test_controller_follows_broker_failures_and_returns(
         brokers[4] = clients()
         register_broker(brokers[4].kazoo, BrokerRegistration(4, (Endpoint("PLAINTEXT", "h", 4),)))
         wait_until(lambda: state("later") == PartitionState(4, 0, (4,), epoch), 10, what="new")
+    finally:
+        controller.close()
+        view.close()
+
+
+def test_a_bounced_broker_is_treated_as_failed_once(
+    clients: Callable[[], ZooKeeperClient],
+) -> None:
+    """Broker 1 fails and comes back between two looks of the controller (its registration
+    is replaced in one multi-op): it loses its leadership and ISR places as a failed broker
+    would (checklist 44), and is live again afterwards."""
+    sessions = {b: clients() for b in (1, 2)}
+    for b, c in sessions.items():
+        register_broker(c.kazoo, BrokerRegistration(b, (Endpoint("PLAINTEXT", "h", b),)))
+    zk = clients()
+    lease = elect_controller(zk.kazoo, 100, 0)
+    assert lease is not None
+    writer = FencedWriter(zk.kazoo, lease)
+    view = ClusterView(zk.kazoo)
+    controller = PartitionController(view, writer)
+    view.add_listener(controller.on_view_change)
+    view.start()
+    controller.start()
+    try:
+        create_topic(writer, "t", "AAAAAAAAAAAAAAAAAAAAAA", {0: [1, 2], 1: [1]}, {}, {1, 2})
+
+        def state(p: int) -> PartitionState | None:
+            i = view.partition("t", p)
+            return None if i is None else i.state
+
+        e = lease.epoch
+        wait_until(lambda: state(0) == PartitionState(1, 0, (1, 2), e), 10, what="t-0")
+        first_epoch = view.brokers()[1].broker_epoch
+
+        bounced = clients()
+        tx = bounced.kazoo.transaction()
+        tx.delete(paths.broker(1))
+        tx.create(
+            paths.broker(1),
+            BrokerRegistration(1, (Endpoint("PLAINTEXT", "h", 1),)).encode(),
+            ephemeral=True,
+        )
+        assert not any(isinstance(r, Exception) for r in tx.commit())
+        wait_until(lambda: view.brokers()[1].broker_epoch > first_epoch, 10, what="bounce seen")
+        wait_until(lambda: state(0) == PartitionState(2, 1, (2,), e), 10, what="t-0 moves to 2")
+        # t-1's only replica is 1: offline for the failure, led by 1 again once it is live.
+        wait_until(lambda: state(1) == PartitionState(1, 2, (1,), e), 10, what="t-1 back on 1")
     finally:
         controller.close()
         view.close()

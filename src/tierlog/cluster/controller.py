@@ -89,6 +89,8 @@ class PartitionController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.passes = 0
+        self._broker_epochs: dict[int, int] = {}
+        self._bounced: set[int] = set()
         self._thread = threading.Thread(
             target=self._run, name=f"controller-epoch-{writer.lease.epoch}", daemon=True
         )
@@ -131,8 +133,25 @@ class PartitionController:
             self.passes += 1
 
     def reconcile(self) -> None:
-        """One pass over every partition of the view."""
-        live = set(self.view.brokers())
+        """One pass over every partition of the view.
+
+        A broker whose epoch grew since the last pass bounced (failed and came back between
+        two looks, checklist 44): this pass treats it as failed, so it leaves ISRs and
+        leaderships it may no longer deserve (a crash can lose unflushed data); it is live
+        again in the pass that follows. It stays treated as failed until a pass applied all
+        its writes.
+        """
+        brokers = self.view.brokers()
+        bounced = {
+            b
+            for b, broker in brokers.items()
+            if b in self._broker_epochs and broker.broker_epoch > self._broker_epochs[b]
+        }
+        self._broker_epochs = {b: broker.broker_epoch for b, broker in brokers.items()}
+        self._bounced |= bounced
+        failing = set(self._bounced)
+        live = set(brokers) - failing
+        complete = True
         for topic in sorted(self.view.topics()):
             unclean = self.unclean_allowed(topic)
             for info in self.view.partitions(topic).values():
@@ -140,9 +159,14 @@ class PartitionController:
                     return
                 target = next_state(info, live, unclean, self.epoch)
                 if target is not None:
-                    self._write(info, target)
+                    complete = self._write(info, target) and complete
+        if complete and failing:
+            log.info("brokers %s bounced: treated as failed once", sorted(failing))
+            self._bounced -= failing
+            self._wake.set()
 
-    def _write(self, info: PartitionInfo, target: PartitionState) -> None:
+    def _write(self, info: PartitionInfo, target: PartitionState) -> bool:
+        """Write ``target``; False when the view was stale and nothing was written."""
         path = paths.partition_state(info.topic, info.partition)
         try:
             if info.state is None:
@@ -152,7 +176,7 @@ class PartitionController:
                 self.writer.set_data(path, target.encode(), version=info.partition_epoch)
         except (BadVersionError, NodeExistsError, NoNodeError):
             log.debug("stale view of %s; the next change re-runs the pass", path)
-            return
+            return False
         log.info(
             "%s-%d: leader %d epoch %d isr %s",
             info.topic,
@@ -161,3 +185,4 @@ class PartitionController:
             target.leader_epoch,
             list(target.isr),
         )
+        return True
