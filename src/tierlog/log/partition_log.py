@@ -205,60 +205,15 @@ class PartitionLog:
         return random.randrange(j) if j > 0 else 0
 
     def _load(self, recovery_point: int, log_start_ckpt: int | None, clean: bool) -> None:
-        for path in self.dir.iterdir():
-            name = path.name
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
-                path.unlink(missing_ok=True)
-        bases = sorted(offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX))
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            for p in self.dir.glob("*" + suffix):
-                if offset_from_file_name(p) not in bases:
-                    p.unlink()
-        now = self._clock()
-        if not bases:
-            start = log_start_ckpt if log_start_ckpt is not None else 0
-            self._segments = [LogSegment(self.dir, start, self.config, now, active=True)]
+        self._remove_stray_files()
+        self._open_segments(log_start_ckpt)
+        if clean:
+            recover_from = len(self._segments)
         else:
-            self._segments = [
-                LogSegment(self.dir, b, self.config, now, active=(i == len(bases) - 1))
-                for i, b in enumerate(bases)
-            ]
-        self._bases = [s.base_offset for s in self._segments]
-
-        recover_from = 0
-        if not clean:
             recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
             log.info("%s: unclean shutdown, recovering from offset %d", self.tp, recovery_point)
-        else:
-            recover_from = len(self._segments)
-        for i, seg in enumerate(self._segments[:recover_from]):
-            try:
-                seg.sanity_check()
-                seg.load_tail()
-            except (CorruptIndexError, RecordsError, ValueError) as exc:
-                log.warning("%s: rebuilding indexes of %s: %s", self.tp, seg.log_path, exc)
-                if seg.recover():
-                    self._drop_segments_after(i)
-                    break
-            if i < len(self._segments) - 1:
-                seg.next_offset = self._segments[i + 1].base_offset
-        else:
-            i = recover_from
-            while i < len(self._segments):
-                seg = self._segments[i]
-                epoch_latest = self.leader_epoch_cache.latest_epoch()
-
-                def track_epoch(h: BatchHeader) -> None:
-                    nonlocal epoch_latest
-                    ple = h.partition_leader_epoch
-                    if ple >= 0 and (epoch_latest is None or ple > epoch_latest):
-                        self.leader_epoch_cache.assign(ple, h.base_offset)
-                        epoch_latest = ple
-
-                if seg.recover(track_epoch):
-                    self._drop_segments_after(i)
-                    break
-                i += 1
+        if self._check_flushed_segments(recover_from):
+            self._recover_segments_from(recover_from)
         for i, seg in enumerate(self._segments[:-1]):
             seg.next_offset = max(seg.next_offset, self._segments[i + 1].base_offset)
         active = self._segments[-1]
@@ -270,23 +225,85 @@ class PartitionLog:
                 seg.flush()
             recovery_point = leo
         self.recovery_point = min(recovery_point, leo)
-
-        first_base = self._segments[0].base_offset
-        if log_start_ckpt is not None:
-            ckpt = log_start_ckpt
-        elif self.remote_enabled:
-            # no entry (a lost or corrupt checkpoint, or younger than its interval): the
-            # first local offset would claim everything tiered is gone, and the expiration
-            # task would delete it. Start at 0, as Kafka does for remote logs; the copy task
-            # raises it to the earliest remote segment once the metadata is loaded.
-            ckpt = 0
-        else:
-            ckpt = first_base
-        self.log_start_offset = min(ckpt if self.remote_enabled else max(ckpt, first_base), leo)
-        self.local_log_start_offset = max(self.log_start_offset, first_base)
+        self.log_start_offset = self._initial_log_start(log_start_ckpt, leo)
+        self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state(leo)
+
+    def _remove_stray_files(self) -> None:
+        """Files of interrupted operations, and indexes whose segment is gone."""
+        for path in self.dir.iterdir():
+            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
+                path.unlink(missing_ok=True)
+        bases = {offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX)}
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            for p in self.dir.glob("*" + suffix):
+                if offset_from_file_name(p) not in bases:
+                    p.unlink()
+
+    def _open_segments(self, log_start_ckpt: int | None) -> None:
+        """Every segment on disk, the last one active; an empty directory gets one segment
+        at the checkpointed log start."""
+        bases = sorted(offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX))
+        now = self._clock()
+        if not bases:
+            start = log_start_ckpt if log_start_ckpt is not None else 0
+            self._segments = [LogSegment(self.dir, start, self.config, now, active=True)]
+        else:
+            self._segments = [
+                LogSegment(self.dir, b, self.config, now, active=(i == len(bases) - 1))
+                for i, b in enumerate(bases)
+            ]
+        self._bases = [s.base_offset for s in self._segments]
+
+    def _check_flushed_segments(self, count: int) -> bool:
+        """Sanity-check the first ``count`` segments, which were flushed before the last
+        shutdown; False once a corrupt one was truncated (nothing after it is kept, so there
+        is nothing left to recover)."""
+        for i, seg in enumerate(self._segments[:count]):
+            try:
+                seg.sanity_check()
+                seg.load_tail()
+            except (CorruptIndexError, RecordsError, ValueError) as exc:
+                log.warning("%s: rebuilding indexes of %s: %s", self.tp, seg.log_path, exc)
+                if seg.recover():
+                    self._drop_segments_after(i)
+                    return False
+            if i < len(self._segments) - 1:
+                seg.next_offset = self._segments[i + 1].base_offset
+        return True
+
+    def _recover_segments_from(self, first: int) -> None:
+        """Rescan the segments written since the recovery point, rebuilding their indexes and
+        the leader epochs their batches carry; a corrupt tail truncates the log there."""
+        i = first
+        while i < len(self._segments):
+            seg = self._segments[i]
+            epoch_latest = self.leader_epoch_cache.latest_epoch()
+
+            def track_epoch(h: BatchHeader) -> None:
+                nonlocal epoch_latest
+                ple = h.partition_leader_epoch
+                if ple >= 0 and (epoch_latest is None or ple > epoch_latest):
+                    self.leader_epoch_cache.assign(ple, h.base_offset)
+                    epoch_latest = ple
+
+            if seg.recover(track_epoch):
+                self._drop_segments_after(i)
+                break
+            i += 1
+
+    def _initial_log_start(self, log_start_ckpt: int | None, leo: int) -> int:
+        """The log start after loading. A tiered log with no checkpoint entry (lost, corrupt,
+        or younger than its interval) starts at 0, as Kafka's remote logs do: the first local
+        offset would claim that everything tiered is gone, and expiration would delete it.
+        The copy task raises it to the earliest remote segment once the metadata is loaded."""
+        first_base = self._segments[0].base_offset
+        if self.remote_enabled:
+            return min(log_start_ckpt if log_start_ckpt is not None else 0, leo)
+        ckpt = log_start_ckpt if log_start_ckpt is not None else first_base
+        return min(max(ckpt, first_base), leo)
 
     def _drop_segments_after(self, index: int) -> None:
         """A corrupt segment was truncated: nothing after it can be trusted."""
