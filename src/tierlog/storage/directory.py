@@ -17,7 +17,8 @@ exactly what the broker asked of it:
 Layout: one directory per partition, ``<topic>-<partition>-<topicId base64url>``, holding a
 fileset per segment named ``<20-digit start offset>-<segment uuid base64url><suffix>``.
 
-Properties (``rsm.config.`` prefix stripped): ``dir`` (root; a temp dir if absent),
+Properties (``rsm.config.`` prefix stripped): ``dir`` (root; on a broker ``<first log
+dir>-remote`` unless configured, elsewhere a temp dir if absent),
 ``broker.id``, ``delete.enable`` (default true; false makes deletes silent no-ops that emit
 no event), ``fail.copy.count``, ``fail.delete.count``, ``custom.metadata.bytes``.
 """
@@ -33,11 +34,12 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
+from tierlog.storage.embedded import embedded_root
 from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
@@ -159,6 +161,11 @@ class DirectoryRemoteStorageManager(RemoteStorageManager):
     def config_is_sensitive(cls, key: str) -> bool:
         """A local directory holds no credentials: every setting may be described."""
         return False
+
+    @classmethod
+    def default_config(cls, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+        """The root next to the first log dir (``embedded_root``)."""
+        return {"dir": str(embedded_root(log_dirs))}
 
     @classmethod
     def instances(cls) -> list[DirectoryRemoteStorageManager]:

@@ -15,7 +15,7 @@ from objectstore_helpers import (
     segment_metadata,
 )
 
-from tierlog.storage import RSM_ALIASES
+from tierlog.tiered.api import RSM_ALIASES
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.errors import CorruptDataError, ObjectStoreConfigError
 from tierlog.storage.objectstore.keyring import KeyRing

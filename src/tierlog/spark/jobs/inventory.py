@@ -62,7 +62,7 @@ class Inventory:
 
     @classmethod
     def of(cls, spec: RsmSpec) -> Inventory:
-        from tierlog.storage import RSM_ALIASES
+        from tierlog.tiered.api import RSM_ALIASES
 
         target = RSM_ALIASES.get(spec.class_name, spec.class_name)
         if target == OBJECTSTORE:

@@ -23,12 +23,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.cache import (
@@ -102,6 +103,12 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager, SupportsReadAhead):
         """Credentials and private-key locations are hidden; where the data lives and how
         it is chunked, compressed and encrypted can be discovered (e.g. by Spark jobs)."""
         return is_secret_key(key)
+
+    @classmethod
+    def default_config(cls, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+        """A ``file://`` store next to the first log dir (``embedded_root``), so a broker
+        with no storage settings still tiers, to its own disk."""
+        return {"storage.url": embedded_root(log_dirs).absolute().as_uri()}
 
     def configure(self, props: Mapping[str, str]) -> None:
         cfg = ObjectStoreConfig.from_props(props)
