@@ -34,7 +34,7 @@ _ID = r"[A-Za-z0-9_-]{22}"  # a Kafka Uuid as Uuid.toString() renders it
 #: ``[<prefix>][<hash>/]<topic>-<topicId>/<partition>/<20-digit offset>-<segmentId><suffix>``
 _SEGMENT_KEY = re.compile(
     rf"(?:^|/)(?P<topic>[^/]+)-(?P<tid>{_ID})/(?P<partition>\d+)/\d{{20}}-(?P<sid>{_ID})"
-    r"(?P<suffix>\.log|\.indexes|\.rsm-manifest)$"
+    rf"(?P<suffix>{'|'.join(map(re.escape, _KIND_OF_SUFFIX))})$"
 )
 
 
