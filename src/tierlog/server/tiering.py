@@ -2,7 +2,7 @@
 
 The broker never imports a concrete plugin. ``remote.log.storage.manager.class.name`` and
 ``remote.log.metadata.manager.class.name`` are resolved here through the alias tables of
-``tierlog.storage`` and ``tierlog.tiered.metadata`` (``module:Class`` also works), and the
+``tierlog.tiered.api`` and ``tierlog.tiered.metadata`` (``module:Class`` also works), and the
 topic-based RLMM is bound to ``__remote_log_metadata`` in the broker's own log engine.
 
 tierlog deviates from Kafka on one default, on purpose: ``remote.log.storage.system.enable``
