@@ -24,6 +24,7 @@ from tierlog.spark.planning import ColdSegment
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec
 from tierlog.spark.wire import BrokerClient, TopicInfo
 from tierlog.tiered.api import (
+    RSM_CLASS_KEY,
     RemoteLogSegmentState,
     TopicIdPartition,
 )
@@ -35,7 +36,6 @@ from tierlog.tiered.metadata.fold import fold_metadata
 
 log = logging.getLogger(__name__)
 
-RSM_CLASS_KEY = "remote.log.storage.manager.class.name"
 RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 
 

@@ -24,9 +24,11 @@ import numpy as np
 from tierlog.spark.decode import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
 from tierlog.spark.planning import ColdSegment
 from tierlog.tiered.api import (
+    RSM_ALIASES,
     IndexType,
     RemoteLogSegmentMetadata,
     RemoteStorageManager,
+    SupportsReadAhead,
     load_plugin,
 )
 
@@ -77,8 +79,6 @@ _plugins_lock = threading.Lock()
 
 def storage_plugin(spec: RsmSpec) -> RemoteStorageManager:
     """One configured plugin per spec per process."""
-    from tierlog.storage import RSM_ALIASES
-
     with _plugins_lock:
         rsm = _plugins.get(spec)
         if rsm is None:
@@ -113,14 +113,13 @@ def open_log(ref: object, position: int, end_position: int = -1) -> BinaryIO:
 
 
 def warm_segment(ref: object, position: int) -> None:
-    """Let a plugin that can prefetch (the object store's `warm`) load a remote segment's
+    """Let a plugin that can read ahead (``SupportsReadAhead``) load a remote segment's
     first chunks in the background; a no-op for files and other plugins."""
     ref = _checked(ref)
     if isinstance(ref, RemoteSegmentRef):
         rsm = storage_plugin(ref.rsm)
-        prefetch = getattr(rsm, "warm", None)
-        if callable(prefetch):
-            prefetch(ref.metadata(), position)
+        if isinstance(rsm, SupportsReadAhead):
+            rsm.warm(ref.metadata(), position)
 
 
 def parse_offset_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:

@@ -21,8 +21,13 @@ from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import plugin_settings
-from tierlog.storage import RSM_ALIASES
-from tierlog.tiered.api import RSM_CLASS_KEY, PluginLoadError, RemoteStorageManager, plugin_class
+from tierlog.tiered.api import (
+    RSM_ALIASES,
+    RSM_CLASS_KEY,
+    PluginLoadError,
+    RemoteStorageManager,
+    plugin_class,
+)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -21,6 +21,7 @@ from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.tiered.api.plugin import (
     RLMM_PROPS_PREFIX,
+    RSM_ALIASES,
     RSM_PROPS_PREFIX,
     load_remote_log_metadata_manager,
     load_remote_storage_manager,
@@ -29,13 +30,7 @@ from tierlog.tiered.manager.config import RemoteLogManagerConfig
 from tierlog.tiered.manager.manager import RemoteFetchRequest, RemoteLogManager
 from tierlog.tiered.manager.metrics import RemoteMetrics
 
-__all__ = ["RSM_ALIASES", "RemoteFetchData", "TieredReadHooks", "build_remote_log_manager"]
-
-#: Short names accepted for ``remote.log.storage.manager.class.name``.
-RSM_ALIASES = {
-    "directory": "tierlog.storage.directory:DirectoryRemoteStorageManager",
-    "DirectoryRemoteStorageManager": "tierlog.storage.directory:DirectoryRemoteStorageManager",
-}
+__all__ = ["RemoteFetchData", "TieredReadHooks", "build_remote_log_manager"]
 
 
 @dataclass(frozen=True)

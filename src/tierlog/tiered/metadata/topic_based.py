@@ -51,6 +51,7 @@ from tierlog.tiered.api import (
     RemoteStorageException,
     ReplicaNotAvailableException,
     RetriableRemoteStorageException,
+    SupportsMetadataTopic,
     TopicIdPartition,
 )
 from tierlog.tiered.metadata.cache import RemoteLogMetadataCache
@@ -91,7 +92,7 @@ class _Mutation:
     offset: int = -1  # set once appended
 
 
-class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
+class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager, SupportsMetadataTopic):
     """See the module docstring. The topic is reached through a ``MetadataTopicIO`` given to
     the constructor or later via ``bind_metadata_topic`` (the plugin loader constructs
     plugins without arguments)."""
