@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.log import PartitionLog, TopicPartition
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.tiered.api import (
     CustomMetadata,
@@ -59,7 +60,6 @@ from tierlog.tiered.manager.config import RemoteLogManagerConfig
 from tierlog.tiered.manager.copy_plan import candidate_segments, copy_lag
 from tierlog.tiered.manager.expiration import plan_expiration
 from tierlog.tiered.manager.index_cache import CacheStats, RemoteIndexCache
-from tierlog.tiered.manager.index_files import AbortedTxn
 from tierlog.tiered.manager.lineage import (
     epoch_checkpoint_bytes,
     epoch_entries_in_range,

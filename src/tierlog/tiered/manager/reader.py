@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import (
     NO_PARTITION_LEADER_EPOCH,
@@ -52,7 +53,6 @@ from tierlog.tiered.api import (
     TopicIdPartition,
 )
 from tierlog.tiered.manager.index_cache import RemoteIndexCache
-from tierlog.tiered.manager.index_files import AbortedTxn
 from tierlog.tiered.manager.lineage import (
     EpochEntry,
     build_filtered_leader_epoch_map,
