@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from tierlog.spark.decode import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+from tierlog.protocol.records import walk_headers
 from tierlog.spark.planning import ColdSegment
 from tierlog.tiered.api import (
     RSM_ALIASES,
@@ -31,8 +30,6 @@ from tierlog.tiered.api import (
     SupportsReadAhead,
     load_plugin,
 )
-
-_LENGTH = struct.Struct(">qi")
 
 
 @dataclass(frozen=True)
@@ -155,14 +152,14 @@ def _last_offset(path: Path, index: list[tuple[int, int]]) -> tuple[int, int]:
     pos = index[-1][1] if index else 0
     last = -1
     with open(path, "rb") as f:
-        while pos + HEADER_SIZE <= size:
-            f.seek(pos)
-            head = f.read(HEADER_SIZE)
-            base, length = _LENGTH.unpack_from(head)
-            if length <= 0 or pos + LOG_OVERHEAD + length > size:
-                break
-            last = base + BATCH_HEADER.unpack_from(head)[6]
-            pos += LOG_OVERHEAD + length
+
+        def read_at(position: int, n: int) -> bytes:
+            f.seek(position)
+            return f.read(n)
+
+        for h in walk_headers(read_at, pos, size):
+            last = h.last_offset
+            pos = h.end
     return last, pos
 
 

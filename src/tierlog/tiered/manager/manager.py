@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.log import PartitionLog, TopicPartition
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.tiered.api import (
     CustomMetadata,
@@ -59,7 +60,6 @@ from tierlog.tiered.manager.config import RemoteLogManagerConfig
 from tierlog.tiered.manager.copy_plan import candidate_segments, copy_lag
 from tierlog.tiered.manager.expiration import plan_expiration
 from tierlog.tiered.manager.index_cache import CacheStats, RemoteIndexCache
-from tierlog.tiered.manager.index_files import AbortedTxn
 from tierlog.tiered.manager.lineage import (
     epoch_checkpoint_bytes,
     epoch_entries_in_range,
@@ -72,10 +72,8 @@ from tierlog.tiered.manager.quota import ByteRateQuota, QuotaConfig, wall_clock_
 from tierlog.tiered.manager.reader import (
     SEARCH_LOCAL,
     RemoteOffsetOutOfRange,
+    RemoteReader,
     RemoteReadSpec,
-    find_offset_by_timestamp,
-    forget_parked_reads,
-    read_remote_segment,
 )
 from tierlog.tiered.manager.scheduling import (
     BoundedExecutor,
@@ -171,6 +169,7 @@ class RemoteLogManager:
             config.index_cache_total_size_bytes,
             ttl_ms=config.index_cache_ttl_ms,
         )
+        self.reader = RemoteReader(rlmm, rsm, self.index_cache)
         self.metrics.attach_index_cache(self._cache_stats)
         self.copy_quota = ByteRateQuota(
             QuotaConfig(
@@ -224,8 +223,8 @@ class RemoteLogManager:
         deadline = time.monotonic() + 5.0
         for t in tasks:
             t.idle.wait(max(0.0, deadline - time.monotonic()))
+        self.reader.close()
         self.index_cache.close()
-        forget_parked_reads(self.rsm)
         for plugin in (self.rsm, self.rlmm):
             try:
                 plugin.close()
@@ -808,7 +807,7 @@ class RemoteLogManager:
             req.read_committed,
         )
         try:
-            data = read_remote_segment(spec, self.rlmm, self.rsm, self.index_cache)
+            data = self.reader.read(spec)
         except RemoteOffsetOutOfRange as e:
             self.fetch_quota.record(0)
             return RemoteFetchResult(req, ErrorCode.OFFSET_OUT_OF_RANGE, error_message=e.message)
@@ -853,16 +852,13 @@ class RemoteLogManager:
         self, lg: PartitionLog, timestamp: int
     ) -> tuple[int, int, int | None] | None:
         assert lg.topic_id is not None
-        found = find_offset_by_timestamp(
+        found = self.reader.find_offset_by_timestamp(
             tip=TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition),
             timestamp=timestamp,
             starting_offset=lg.log_start_offset,
             epochs=lg.leader_epoch_cache.entries(),
             log_end_offset=lg.log_end_offset,
             first_local_base_offset=lg.local_log_start_offset if lg.size > 0 else None,
-            rlmm=self.rlmm,
-            rsm=self.rsm,
-            cache=self.index_cache,
         )
         if found is None or found is SEARCH_LOCAL:
             return lg.offset_for_timestamp(timestamp)
