@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.log.index import FREEZE_MAX_BYTES, CorruptIndexError, OffsetIndex, TimeIndex
+from tierlog.log.index import (
+    FREEZE_MAX_BYTES,
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+    readable_offset_entries,
+)
 from tierlog.log.txn_index import AbortedTxn, load_sealed_aborted_txns
 
 
@@ -76,3 +82,15 @@ def test_a_sealed_txn_index_is_checked(tmp_path: Path) -> None:
     path.write_bytes(AbortedTxn(7, 20, 10, 21).encode())
     with pytest.raises(CorruptIndexError):
         load_sealed_aborted_txns(path)
+
+
+def test_readable_offset_entries_end_at_the_preallocated_zeros() -> None:
+    data = struct.pack(">6I", 0, 0, 5, 100, 9, 300) + bytes(16) + b"\x01\x02\x03"
+    assert readable_offset_entries(data, 1000) == [(1000, 0), (1005, 100), (1009, 300)]
+    assert readable_offset_entries(b"", 0) == []
+    assert readable_offset_entries(bytes(16), 7) == [(7, 0)]
+
+
+def test_readable_offset_entries_stop_at_an_entry_that_goes_backwards() -> None:
+    data = struct.pack(">6I", 0, 0, 5, 100, 4, 200)
+    assert readable_offset_entries(data, 0) == [(0, 0), (5, 100)]

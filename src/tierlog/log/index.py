@@ -289,6 +289,22 @@ class OffsetIndex(_MappedIndex):
             prev = rel
 
 
+def readable_offset_entries(data: bytes, base_offset: int) -> list[OffsetPosition]:
+    """The entries of ``.index`` bytes read while the broker may still be writing them (an
+    active segment's file is preallocated with zeros): they end at the first entry that does
+    not move both the offset and the position forward. For readers outside the broker that
+    only need a starting point, such as the Spark executors; the broker's own indexes are
+    opened with ``OffsetIndex`` instead, which checks every entry."""
+    entries: list[OffsetPosition] = []
+    last_rel = last_pos = -1
+    for rel, pos in _OFFSET_ENTRY.iter_unpack(memoryview(data)[: len(data) // 8 * 8]):
+        if entries and (rel <= last_rel or pos <= last_pos):
+            break
+        entries.append(OffsetPosition(base_offset + rel, pos))
+        last_rel, last_pos = rel, pos
+    return entries
+
+
 class TimeIndex(_MappedIndex):
     entry_size = 12
 
