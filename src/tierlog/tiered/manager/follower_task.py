@@ -1,8 +1,8 @@
 """The follower task of one followed partition (Kafka's ``RLMFollowerTask``).
 
 A follower copies nothing and expires nothing; it only keeps the log's
-``highest_offset_in_remote_storage`` up to date from the remote metadata, so that its local
-retention may delete what the leader has tiered and it is ready to lead.
+``highest_offset_in_remote_storage`` up to date from the remote metadata, so that local
+retention on the follower knows which of its segments the leader has tiered.
 """
 
 from __future__ import annotations
