@@ -580,6 +580,12 @@ class PartitionLog:
                 return FetchData([data], len(data), first.base_offset)
         return FetchData([], 0)
 
+    def is_remote_offset(self, offset: int) -> bool:
+        """True if ``offset`` is visible to clients but no longer held locally
+        (``log_start_offset <= offset < local_log_start_offset``): only remote storage has it."""
+        with self._lock:
+            return self.log_start_offset <= offset < self.local_log_start_offset
+
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int | None] | None:
         """First local record with timestamp >= ``timestamp_ms``: (offset, ts, leader epoch)."""
         with self._lock:
