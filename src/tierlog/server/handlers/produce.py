@@ -87,9 +87,12 @@ async def _flush(state: BrokerState, appended: list[_Appended]) -> None:
     due = [(a, a.result.flush_offset) for a in appended if a.result.flush_offset is not None]
     if not due:
         return
+
+    async def flush(plog: PartitionLog, offset: int) -> None:
+        await asyncio.wrap_future(state.logs.flush_to(plog, offset))
+
     outcomes = await asyncio.gather(
-        *(asyncio.wrap_future(state.logs.flush_to(a.plog, offset)) for a, offset in due),
-        return_exceptions=True,
+        *(flush(a.plog, offset) for a, offset in due), return_exceptions=True
     )
     for (a, _), outcome in zip(due, outcomes, strict=True):
         if isinstance(outcome, BaseException):
