@@ -41,12 +41,13 @@ from rel_helpers import (
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
 from tierlog.cli import WireClient
+from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
-from tierlog.server.handlers.fetch import FETCH_MAX_BYTES
 
 MiB = 2**20
 MAX_FRAME = MiB
+FETCH_MAX_BYTES = int(BROKER_KEYS["fetch.max.bytes"].default)
 HERE = Path(__file__).parent
 
 

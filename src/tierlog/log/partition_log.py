@@ -86,6 +86,9 @@ class AppendResult:
     """The batch repeated one already in the log; the offsets are the original ones."""
     records_count: int = 0
     size: int = 0
+    flush_offset: int | None = None
+    """Set when a deferred-flush append reached ``flush.messages``: the caller runs
+    ``flush_to(flush_offset)`` off the event loop and acknowledges the append only after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ class PartitionLog:
         self.remote_enabled = remote_enabled
         self._clock = clock
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
         self.closed = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -344,6 +348,7 @@ class PartitionLog:
         required_acks: int = 1,
         *,
         single_batch: bool = False,
+        defer_flush: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets and write ``batches`` atomically (all or nothing).
 
@@ -352,6 +357,9 @@ class PartitionLog:
         carries exactly one batch per partition, as Kafka enforces; sequence checks assume
         it (two batches of one producer in one request are checked against the state before
         the request, so a valid pair was refused and a repeated one appended twice).
+        ``defer_flush``: an append that reaches ``flush.messages`` does not fsync here (under
+        the lock, on the caller's thread) but returns ``flush_offset`` for the caller to
+        flush with ``flush_to``; otherwise it fsyncs before returning.
         """
         del required_acks
         view = memoryview(batches)
@@ -432,8 +440,13 @@ class PartitionLog:
                 self.leader_epoch_cache.assign(leader_epoch, base_offset, durable=False)
             self.producer_state.commit(staged, next_offset)
             self._unflushed_messages += records
+            flush_offset = None
             if self._unflushed_messages >= cfg.flush_messages:
-                self._flush_locked()
+                if defer_flush:
+                    flush_offset = next_offset
+                    self._unflushed_messages = 0
+                else:
+                    self._flush_locked()
             return AppendResult(
                 base_offset,
                 next_offset - 1,
@@ -441,6 +454,7 @@ class PartitionLog:
                 self.log_start_offset,
                 records_count=records,
                 size=total,
+                flush_offset=flush_offset,
             )
 
     def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
@@ -550,6 +564,43 @@ class PartitionLog:
         with self._lock:
             self._flush_locked()
 
+    def flush_to(self, offset: int) -> None:
+        """Make everything below ``offset`` durable, then advance the recovery point to it.
+
+        Runs on a flush worker thread, never on the event loop. The partition lock is held
+        only to pick the segments and to sync their indexes (a roll remaps an index under
+        it); the data fsyncs run without it, so appends and reads go on meanwhile. Flushes of
+        one partition run one at a time, and one that finds its offset already durable
+        returns at once: concurrent callers share one fsync. If the fsync fails, the next
+        append asks for a flush again.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if offset <= self.recovery_point or self.closed:
+                    return
+                pending = [
+                    seg
+                    for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True)
+                    if nxt is None or nxt > self.recovery_point
+                ]
+            try:
+                for seg in pending:
+                    os.fsync(seg.fd)
+                with self._lock:
+                    for seg in pending:
+                        seg.offset_index.flush()
+                        seg.time_index.flush()
+                self.leader_epoch_cache.sync()
+            except BaseException:
+                with self._lock:
+                    self._unflushed_messages = max(
+                        self._unflushed_messages, self.config.flush_messages
+                    )
+                raise
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, offset)
+                self._last_flush_ms = self._clock()
+
     def _flush_locked(self) -> None:
         for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
             if nxt is None or nxt > self.recovery_point:
@@ -596,6 +647,12 @@ class PartitionLog:
                     return FetchData([], 0, first.base_offset)
                 return FetchData([data], len(data), first.base_offset)
         return FetchData([], 0)
+
+    def is_remote_offset(self, offset: int) -> bool:
+        """True if ``offset`` is visible to clients but no longer held locally
+        (``log_start_offset <= offset < local_log_start_offset``): only remote storage has it."""
+        with self._lock:
+            return self.log_start_offset <= offset < self.local_log_start_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int | None] | None:
         """First local record with timestamp >= ``timestamp_ms``: (offset, ts, leader epoch)."""

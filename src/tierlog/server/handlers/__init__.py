@@ -64,8 +64,6 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
 def register_all(router: Router, state: BrokerState) -> None:
     for key, fn in _SIMPLE.items():
         router.register(key, _bind(state, fn))
-    if state.groups is None:
-        return
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))
 
