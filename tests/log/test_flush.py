@@ -96,3 +96,38 @@ def test_the_manager_runs_flushes_on_its_pool(
     mgr.flush_to(part, result.flush_offset).result(timeout=10)
     assert part.recovery_point == 1
     assert fsyncs and threading.get_ident() not in fsyncs
+
+
+def test_records_waiting_for_their_flush_stay_above_the_high_watermark(
+    make_manager: ManagerFactory,
+) -> None:
+    part = new_log(make_manager(), LogConfig(flush_messages=3))
+    part.append_as_leader(batch(2), 0, defer_flush=True)
+    assert part.high_watermark == 2  # below flush.messages: visible at once, as in Kafka
+    asked = part.append_as_leader(batch(2), 0, defer_flush=True)
+    assert asked.flush_offset == 4
+    part.append_as_leader(batch(), 0, defer_flush=True)
+    assert part.log_end_offset == 5
+    assert part.high_watermark == 2
+    assert part.read(2, 1 << 20).size == 0
+    part.flush_to(4)
+    assert part.high_watermark == 5
+
+
+def test_a_failed_flush_keeps_its_records_hidden_until_a_later_flush_covers_them(
+    make_manager: ManagerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    part = new_log(make_manager(), LogConfig(flush_messages=1))
+    part.append_as_leader(batch(), 0, defer_flush=True)
+
+    def fail(fd: int) -> None:
+        raise OSError(5, "I/O error")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", fail)
+        with pytest.raises(OSError):
+            part.flush_to(1)
+    assert part.high_watermark == 0
+    part.append_as_leader(batch(), 0, defer_flush=True)
+    part.flush_to(2)
+    assert part.high_watermark == 2
