@@ -1,17 +1,16 @@
-"""A small blocking Kafka client for Spark's driver and executors: Metadata, ListOffsets, Fetch.
+"""Spark's requests to the broker: Metadata, ListOffsets, Fetch and DescribeConfigs.
 
-Why not a stock client: the source needs raw record batches (to feed the same vectorised
-decoder the cold path uses, and to see control batches so offset bounds stay exact), which
-librdkafka-based consumers never hand out. Requests go through `tierlog.protocol.codec`
-(kio), one in flight per connection, which is all a task needs. Partitions are routed to
-their leader from Metadata; this is a single-node broker today but the client does not
-assume it.
+They run over ``tierlog.client.WireConnection``, the one blocking wire client, which hands
+out raw record batches (fed to the same vectorised decoder the cold path uses, control
+batches included so offset bounds stay exact), something librdkafka-based consumers never
+do. What is Spark's own here is the routing: partitions go to their leader from Metadata,
+one connection per node; this is a single-node broker today but the client does not assume
+it. API keys and error codes are ``tierlog.protocol``'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,16 +21,12 @@ from kio.schema.list_offsets.v9 import request as lo_req
 from kio.schema.metadata.v12 import request as md_req
 
 from tierlog.client import WireConnection, parse_bootstrap
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 
 TP = tuple[str, int]
-_SIZE = struct.Struct(">i")
-FETCH, LIST_OFFSETS, METADATA, DESCRIBE_CONFIGS = 1, 2, 3, 32
 FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 9, 12, 4
 RESOURCE_BROKER = 4
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER = 6
 
 
 class BrokerError(RuntimeError):
@@ -111,7 +106,7 @@ class BrokerClient:
             else tuple(mk(md_req.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
         )
         body = mk(md_req.MetadataRequest, topics=req_topics, allow_auto_topic_creation=False)
-        resp = self._conn(None).request(METADATA, METADATA_V, body)
+        resp = self._conn(None).request(ApiKey.METADATA, METADATA_V, body)
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         out: dict[str, TopicInfo] = {}
         for t in resp.topics:
@@ -153,7 +148,7 @@ class BrokerClient:
                     for t, ps in topics.items()
                 ),
             )
-            resp = self._conn(leader).request(LIST_OFFSETS, LIST_OFFSETS_V, body)
+            resp = self._conn(leader).request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_V, body)
             for t in resp.topics:
                 for p in t.partitions:
                     if int(p.error_code) != 0:
@@ -191,7 +186,7 @@ class BrokerClient:
             forgotten_topics_data=(),
             rack_id="",
         )
-        resp = self._conn(self._leader(tp)).request(FETCH, FETCH_V, body)
+        resp = self._conn(self._leader(tp)).request(ApiKey.FETCH, FETCH_V, body)
         if int(resp.error_code) != 0:
             raise BrokerError(f"Fetch: error {int(resp.error_code)}", int(resp.error_code))
         data = resp.responses[0].partitions[0]
@@ -219,7 +214,7 @@ class BrokerClient:
             include_synonyms=False,
             include_documentation=False,
         )
-        resp = self._conn(None).request(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
+        resp = self._conn(None).request(ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
         out: dict[str, str | None] = {}
         for result in resp.results:
             if int(result.error_code) != 0:

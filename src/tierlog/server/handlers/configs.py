@@ -16,6 +16,7 @@ from typing import Any
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import ConfigType, render
 from tierlog.config.topic import ConfigEntry, ConfigSource
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -157,7 +158,11 @@ async def handle_describe_configs(state: BrokerState, req: Request) -> Any:
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         results.append(res)
-    return mk(response_schema(32, req.header.api_version), throttle_time=0, results=results)
+    return mk(
+        response_schema(ApiKey.DESCRIBE_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        results=results,
+    )
 
 
 def _refuse_broker(resource_type: int, name: str, state: BrokerState) -> None:
@@ -199,7 +204,11 @@ async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         out.append(res)
-    return mk(response_schema(33, req.header.api_version), throttle_time=0, responses=out)
+    return mk(
+        response_schema(ApiKey.ALTER_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        responses=out,
+    )
 
 
 async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> Any:
@@ -221,4 +230,8 @@ async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> 
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         out.append(res)
-    return mk(response_schema(44, req.header.api_version), throttle_time=0, responses=out)
+    return mk(
+        response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        responses=out,
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -102,4 +103,4 @@ async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
                 log.exception("ListOffsets for %s-%d failed", t.name, idx)
                 parts.append(_result(idx, ErrorCode.UNKNOWN_SERVER_ERROR))
         topics.append({"name": t.name, "partitions": parts})
-    return mk(response_schema(2, version), throttle_time=0, topics=topics)
+    return mk(response_schema(ApiKey.LIST_OFFSETS, version), throttle_time=0, topics=topics)
