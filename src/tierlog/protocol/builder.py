@@ -22,7 +22,8 @@ from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.serial._introspect import (
+
+from tierlog.protocol.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
