@@ -269,7 +269,7 @@ def test_produce_with_two_batches_for_one_partition_is_an_invalid_record(
             9,
             transactional_id=None,
             acks=-1,
-            timeout_ms=10_000,
+            timeout=10_000,
             topic_data=[
                 {
                     "name": "two-batches",

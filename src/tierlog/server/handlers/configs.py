@@ -48,7 +48,6 @@ def _entry_dict(e: ConfigEntry, include_docs: bool) -> dict[str, Any]:
         "value": None if e.sensitive else e.value,
         "read_only": e.read_only,
         "config_source": int(e.source),
-        "is_default": e.source is ConfigSource.DEFAULT_CONFIG,
         "is_sensitive": e.sensitive,
         "synonyms": [
             {"name": s.name, "value": None if e.sensitive else s.value, "source": int(s.source)}

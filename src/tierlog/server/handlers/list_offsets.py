@@ -33,7 +33,6 @@ def _result(idx: int, code: int, ts: int = -1, offset: int = -1, epoch: int = -1
         "timestamp": ts,
         "offset": offset,
         "leader_epoch": epoch,
-        "old_style_offsets": [] if offset < 0 else [offset],
     }
 
 
