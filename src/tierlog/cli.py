@@ -28,7 +28,7 @@ EMBEDDED_DEFAULTS = (
 )
 
 
-#: The client id the admin commands announce.
+#: The client id (and ApiVersions software name) the admin commands announce.
 CLIENT_ID = "tierlog-cli"
 
 
@@ -65,9 +65,7 @@ def topics_list(c: WireConnection, a: argparse.Namespace) -> None:
 
 def _supports(c: WireConnection, api_key: ApiKey, version: int) -> bool:
     """ApiVersions says the broker serves ``version`` of ``api_key``."""
-    r = c.call(
-        ApiKey.API_VERSIONS, 3, client_software_name="tierlog-cli", client_software_version="0"
-    )
+    r = c.call(ApiKey.API_VERSIONS, 3, client_software_name=CLIENT_ID, client_software_version="0")
     return any(
         int(k.api_key) == api_key and int(k.min_version) <= version <= int(k.max_version)
         for k in r.api_keys
