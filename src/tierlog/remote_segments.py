@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
@@ -29,7 +30,9 @@ class RemoteSegmentsError(RuntimeError):
 
 
 def _metadata(c: WireConnection, topics: list[str]) -> dict[str, Any]:
-    md = c.call(3, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False)
+    md = c.call(
+        ApiKey.METADATA, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
+    )
     return {t.name: t for t in md.topics}
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tierlog.log import PartitionLog
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -282,7 +283,7 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     session_id = int(getattr(body, "session_id", 0))
     if session_id != 0:
         return mk(
-            response_schema(1, version),
+            response_schema(ApiKey.FETCH, version),
             throttle_time=0,
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
             session_id=0,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.log import AppendResult, PartitionLog
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -136,4 +137,8 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
         responses.append({"name": name, "partition_responses": answers})
     if acks == 0:
         return CLOSE if failed else NO_REPLY
-    return mk(response_schema(0, req.header.api_version), responses=responses, throttle_time=0)
+    return mk(
+        response_schema(ApiKey.PRODUCE, req.header.api_version),
+        responses=responses,
+        throttle_time=0,
+    )
