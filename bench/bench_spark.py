@@ -567,11 +567,17 @@ def _cap_cpu(pid: int, cores: float) -> None:
 def _stored_log_bytes(bucket: Path, store: dict[str, str] | None) -> int:
     if store is None:
         return sum(f.stat().st_size for f in bucket.rglob("*.log"))
-    from tierlog.spark.bucket import list_bucket, object_store
+    from tierlog.spark.bucket import iter_bucket, manifest_plugin
     from tierlog.spark.segments import RsmSpec
+    from tierlog.tiered.api import ObjectKind
 
-    rsm = object_store(RsmSpec.of("objectstore", {**store, **S3_SECRETS}))
-    return sum(o.size for o in list_bucket(rsm) if o.key.endswith(".log"))
+    plugin = manifest_plugin(RsmSpec.of("objectstore", {**store, **S3_SECRETS}))
+    total = 0
+    for o in iter_bucket(plugin):
+        found = plugin.identify(o.key)
+        if found is not None and found.kind is ObjectKind.LOG:
+            total += o.size
+    return total
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from spark_batches import Rec, build
+from spark_plugins import object_store
 
 from tierlog.spark import bucket
-from tierlog.spark.bucket import bucket_catalog, bucket_pages, object_store
+from tierlog.spark.bucket import bucket_catalog, bucket_pages
 from tierlog.spark.segments import RsmSpec
 from tierlog.tiered.api import (
     LogSegmentData,

@@ -1,10 +1,9 @@
-"""Packing small cold slices into input partitions, and the bucket-key helpers (pure)."""
+"""Packing small cold slices into input partitions, and the bucket catalog options (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tierlog.spark.bucket import topic_of_key
 from tierlog.spark.options import OptionError, parse_source_options
 from tierlog.spark.planning import ColdSegment, Slice, pack_slices
 from tierlog.storage.objectstore.config import is_secret_key
@@ -41,16 +40,6 @@ def test_packing_keeps_at_least_min_groups_when_data_allows() -> None:
     slices = [cold(tp, i * 10, i * 10 + 9, 100) for i in range(8)]
     assert len(pack_slices(slices, target_bytes=10**9, min_groups=1)) == 1
     assert len(pack_slices(slices, target_bytes=10**9, min_groups=4)) == 4
-
-
-def test_topic_is_read_from_object_keys_without_fetching_manifests() -> None:
-    key = (
-        "tiered/51/orders-Op8sHgAAQACAAAAAAACrzQ/7/00000000000000001234-8WaXwyQvTbuZKUbd-v6yTA.log"
-    )
-    assert topic_of_key(key) == "orders"
-    assert topic_of_key("my-topic-Op8sHgAAQACAAAAAAACrzQ/0/x.rsm-manifest") == "my-topic"
-    assert topic_of_key("abc~0011aabb-Op8sHgAAQACAAAAAAACrzQ/0/x.log") is None  # shortened
-    assert topic_of_key("stray-file") is None
 
 
 def test_bucket_catalog_option_needs_the_storage_url() -> None:

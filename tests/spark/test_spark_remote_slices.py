@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_batches import Rec, build
+from spark_plugins import object_store
 
-from tierlog.spark.bucket import object_store
 from tierlog.spark.planning import ColdSegment, Slice, split_large_segments
 from tierlog.spark.reader import ReadContext, read_slice
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec, offset_index

@@ -1,4 +1,4 @@
-"""The directory storage manager: layout, events, and injected faults."""
+"""The directory storage manager: layout, events, injected faults, and its inventory."""
 
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ from tierlog.storage.directory import (
 from tierlog.tiered.api import (
     IndexType,
     LogSegmentData,
+    ObjectKind,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
     RemoteResourceNotFoundException,
     RemoteStorageException,
     RemoteStorageManager,
+    SupportsInventory,
+    SupportsReadAhead,
+    SupportsSegmentManifests,
     TopicIdPartition,
     load_plugin,
 )
@@ -193,3 +197,60 @@ def test_loadable_as_plugin(tmp_path: Path) -> None:
     assert r.broker_id == 3 and r in DirectoryRemoteStorageManager.instances()
     r.close()
     assert r not in DirectoryRemoteStorageManager.instances()
+
+
+def test_declares_an_inventory_but_neither_read_ahead_nor_manifests() -> None:
+    rsm = DirectoryRemoteStorageManager()
+    assert isinstance(rsm, SupportsInventory)
+    assert not isinstance(rsm, SupportsReadAhead)
+    assert not isinstance(rsm, SupportsSegmentManifests)
+
+
+def test_keys_map_to_topic_id_partition_segment_and_kind(
+    rsm: DirectoryRemoteStorageManager, tmp_path: Path
+) -> None:
+    md = metadata()
+    rsm.copy_log_segment_data(md, segment_files(tmp_path, txn=True))
+    (rsm.root / "faults.json").write_text("{}")  # the root's own files are bookkeeping
+    listed = [o for page in rsm.list_objects(page_size=4) for o in page]
+    assert len(listed) == 6
+    tip = md.topic_id_partition
+    kinds: dict[ObjectKind, int] = {}
+    for o in listed:
+        found = rsm.identify(o.key)
+        assert found is not None, o.key
+        assert (found.topic_id, found.topic, found.partition) == (tip.topic_id, "t", 3)
+        assert found.segment_id == md.remote_log_segment_id.id
+        assert found.segment_key == rsm.segment_key(md)
+        kinds[found.kind] = kinds.get(found.kind, 0) + 1
+        if found.kind is ObjectKind.LOG:
+            assert o.size == 50
+    assert kinds == {ObjectKind.LOG: 1, ObjectKind.INDEX: 5}
+    assert set(rsm.required_keys(md)) <= {o.key for o in listed}
+    assert rsm.metadata_sizes(md) == {ObjectKind.LOG: md.segment_size_in_bytes}
+    assert rsm.recorded_size(md) is None
+    assert rsm.identify(rsm.segment_key(md) + ".log.bak") is None
+    assert rsm.identify("events-7.jsonl") is None
+
+    with pytest.raises(RemoteStorageException, match="outside"):
+        rsm.delete_objects([rsm.required_keys(md)[0], "../elsewhere"])
+    assert all(rsm.has_object(k) for k in rsm.required_keys(md))  # nothing deleted
+    rsm.delete_objects([o.key for o in listed])
+    assert not any(rsm.has_object(o.key) for o in listed)
+
+
+def test_a_private_temporary_root_is_not_an_inventory() -> None:
+    rsm = DirectoryRemoteStorageManager()
+    rsm.configure({})
+    try:
+        with pytest.raises(RemoteStorageException, match=r"rsm\.config\.dir"):
+            rsm.location()
+    finally:
+        rsm.close()
+
+
+def test_the_embedded_default_is_next_to_the_first_log_dir(tmp_path: Path) -> None:
+    dirs = [tmp_path / "data", tmp_path / "more"]
+    assert DirectoryRemoteStorageManager.default_config(dirs) == {
+        "dir": str(tmp_path / "data-remote")
+    }

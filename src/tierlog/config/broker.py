@@ -93,6 +93,10 @@ class BrokerConfig:
         return int(self.values["socket.request.max.bytes"])
 
     @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.values["fetch.max.bytes"])
+
+    @property
     def metrics_listener(self) -> tuple[str, int] | None:
         url = self.values["metrics.listener"]
         if not url:

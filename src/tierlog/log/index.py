@@ -8,6 +8,11 @@ Both are sparse (one entry per ``index.interval.bytes`` of log), preallocated to
 sealed, as Kafka does. Files are memory-mapped: appends are a ``pack_into`` and lookups a
 binary search without reading the file into Python objects.
 
+A sealed index copied from elsewhere (the remote tier's, cached on local disk) is opened with
+``load_sealed``, which also runs the structural checks Kafka's ``sanityCheck`` implies on every
+entry, so a damaged download is detected before it can send a reader to a wrong position.
+A trailing run of all-zero entries there is preallocation padding and is ignored.
+
 Fullness follows Kafka exactly because it decides when segments roll: the offset index is full
 at ``maxEntries``, the time index one entry earlier, because its last slot is kept for the
 entry written when the segment is sealed.
@@ -19,7 +24,7 @@ import mmap
 import os
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
@@ -44,6 +49,11 @@ class TimestampOffset(NamedTuple):
 FREEZE_MAX_BYTES = 64 * 1024
 
 
+_MAX_I32 = 0x7FFFFFFF
+
+_Index = TypeVar("_Index", bound="_MappedIndex")
+
+
 class _MappedIndex:
     entry_size = 8
 
@@ -63,6 +73,44 @@ class _MappedIndex:
         else:
             self._remap(self._entries * self.entry_size)
             self._seal()
+
+    @classmethod
+    def load_sealed(cls: type[_Index], path: Path, base_offset: int) -> _Index:
+        """Open the sealed index at ``path`` read-only, checked entry by entry; raises
+        ``CorruptIndexError`` when it fails the checks (see the module doc)."""
+        size = os.stat(path).st_size
+        if size % cls.entry_size:
+            raise CorruptIndexError(
+                f"{path.name}: size {size} is not a multiple of {cls.entry_size}"
+            )
+        index = cls(path, base_offset, 0, writable=False)
+        try:
+            index._drop_zero_padding()
+            index.check_entries()
+        except BaseException:
+            index.close()
+            raise
+        return index
+
+    def _drop_zero_padding(self) -> None:
+        zero = bytes(self.entry_size)
+        n = self._entries
+        if n:
+            buf = self._mm()
+            while n > 1 and buf[(n - 1) * self.entry_size : n * self.entry_size] == zero:
+                n -= 1
+        self._entries = n
+
+    def check_entries(self) -> None:
+        """Raise ``CorruptIndexError`` unless every entry is in order."""
+        raise NotImplementedError
+
+    @property
+    def memory_bytes(self) -> int:
+        """What holding the index costs in memory: a mapping counts whole pages."""
+        if self._mmap is not None:
+            return -(-len(self._mmap) // mmap.PAGESIZE) * mmap.PAGESIZE
+        return len(self._frozen) if self._frozen is not None else 0
 
     # -- file management --------------------------------------------------------------
 
@@ -122,6 +170,7 @@ class _MappedIndex:
 
     def close(self) -> None:
         self._closed = True
+        self._entries = 0
         self._frozen = None
         if self._mmap is not None:
             self._mmap.close()
@@ -228,6 +277,33 @@ class OffsetIndex(_MappedIndex):
             if last.offset < first.offset or last.position > log_size:
                 raise CorruptIndexError(f"{self.path}: last entry {last} inconsistent")
 
+    def check_entries(self) -> None:
+        prev = -1
+        mm = self._mm() if self._entries else b""
+        for i in range(self._entries):
+            rel, pos = _OFFSET_ENTRY.unpack_from(mm, i * 8)
+            if rel <= prev or rel > _MAX_I32 or pos > _MAX_I32:
+                raise CorruptIndexError(
+                    f"{self.path.name}: entry {i} ({rel}, {pos}) is out of order"
+                )
+            prev = rel
+
+
+def readable_offset_entries(data: bytes, base_offset: int) -> list[OffsetPosition]:
+    """The entries of ``.index`` bytes read while the broker may still be writing them (an
+    active segment's file is preallocated with zeros): they end at the first entry that does
+    not move both the offset and the position forward. For readers outside the broker that
+    only need a starting point, such as the Spark executors; the broker's own indexes are
+    opened with ``OffsetIndex`` instead, which checks every entry."""
+    entries: list[OffsetPosition] = []
+    last_rel = last_pos = -1
+    for rel, pos in _OFFSET_ENTRY.iter_unpack(memoryview(data)[: len(data) // 8 * 8]):
+        if entries and (rel <= last_rel or pos <= last_pos):
+            break
+        entries.append(OffsetPosition(base_offset + rel, pos))
+        last_rel, last_pos = rel, pos
+    return entries
+
 
 class TimeIndex(_MappedIndex):
     entry_size = 12
@@ -287,3 +363,14 @@ class TimeIndex(_MappedIndex):
                 raise CorruptIndexError(f"{self.path}: last entry {last} before first {first}")
             if last.offset > log_end_offset:
                 raise CorruptIndexError(f"{self.path}: last entry {last} beyond log end")
+
+    def check_entries(self) -> None:
+        prev_ts, prev_rel = -(2**63), 0
+        mm = self._mm() if self._entries else b""
+        for i in range(self._entries):
+            ts, rel = _TIME_ENTRY.unpack_from(mm, i * 12)
+            if ts < prev_ts or rel < prev_rel or rel > _MAX_I32:
+                raise CorruptIndexError(
+                    f"{self.path.name}: entry {i} ({ts}, {rel}) is out of order"
+                )
+            prev_ts, prev_rel = ts, rel

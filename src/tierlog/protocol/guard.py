@@ -20,7 +20,7 @@ from dataclasses import fields
 from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
-from kio.serial._introspect import (
+from tierlog.protocol.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,

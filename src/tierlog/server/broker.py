@@ -17,7 +17,6 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
@@ -77,20 +76,11 @@ class Broker:
         logs.load(topics.load())
         topics.attach_logs()
         log.info("loaded %d logs in %.2fs", len(logs.all_logs()), time.monotonic() - t0)
-        state = BrokerState(
-            config=cfg,
-            cluster_id=cluster_id,
-            topics=topics,
-            logs=logs,
-            purgatory=FetchPurgatory(),
-            producer_ids=ProducerIdAllocator(state_dir),
-        )
-        self.state = state
+        purgatory = FetchPurgatory()
+        producer_ids = ProducerIdAllocator(state_dir)
+        tiering: Tiering | None = None
         if cfg.remote_storage_system_enabled:
-            state.tiering = await Tiering.start(
-                cfg, topics, logs, state.purgatory, self.metrics.registry
-            )
-            state.remote_reader = state.tiering.reader
+            tiering = await Tiering.start(cfg, topics, logs, purgatory, self.metrics.registry)
         self.metrics.add_partition_source(self._partition_stats)
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
@@ -109,16 +99,19 @@ class Broker:
         )
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))
-        adv = cfg.values["advertised.listeners"]
-        if adv:
-            a = cfg.advertised_listeners[0]
-            state.advertised = (a.host, a.port or self.bound[1])
-        else:
-            state.advertised = (
-                listener.host if listener.host not in ("", "0.0.0.0") else "127.0.0.1",
-                self.bound[1],
-            )
-        state.groups = await build_group_coordinator(state)
+        advertised = self._advertised(self.bound[1])
+        state = BrokerState(
+            config=cfg,
+            cluster_id=cluster_id,
+            topics=topics,
+            logs=logs,
+            purgatory=purgatory,
+            producer_ids=producer_ids,
+            groups=await build_group_coordinator(cfg, topics, advertised),
+            advertised=advertised,
+            tiering=tiering,
+        )
+        self.state = state
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         self._tasks.append(loop.create_task(self._warm_codec()))
@@ -142,6 +135,18 @@ class Broker:
             cfg.node_id,
             *self.bound,
             cluster_id,
+        )
+
+    def _advertised(self, bound_port: int) -> tuple[str, int]:
+        """The first advertised listener, or the bound one (with its kernel-picked port)."""
+        cfg = self.config
+        if cfg.values["advertised.listeners"]:
+            a = cfg.advertised_listeners[0]
+            return a.host, a.port or bound_port
+        listener = cfg.listeners[0]
+        return (
+            listener.host if listener.host not in ("", "0.0.0.0") else "127.0.0.1",
+            bound_port,
         )
 
     def ready_line(self) -> str:
@@ -182,8 +187,7 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
-            if state.groups is not None:
-                await state.groups.close()
+            await state.groups.close()
             if state.tiering is not None:
                 await state.tiering.close()
             state.logs.shutdown()
@@ -201,7 +205,7 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
-    async def _flush_rolled_segments(self, logs: Any) -> None:
+    async def _flush_rolled_segments(self, logs: LogManager) -> None:
         """fsync rolled segments off the loop, every second (Kafka does it on its scheduler
         right after each roll); the recovery point follows each flush."""
         while True:

@@ -2,14 +2,14 @@
 
 The broker never imports a concrete plugin. ``remote.log.storage.manager.class.name`` and
 ``remote.log.metadata.manager.class.name`` are resolved here through the alias tables of
-``tierlog.storage`` and ``tierlog.tiered.metadata`` (``module:Class`` also works), and the
+``tierlog.tiered.api`` and ``tierlog.tiered.metadata`` (``module:Class`` also works), and the
 topic-based RLMM is bound to ``__remote_log_metadata`` in the broker's own log engine.
 
 tierlog deviates from Kafka on one default, on purpose: ``remote.log.storage.system.enable``
-is true and the storage plugin defaults to ``objectstore`` over ``file://<first log
-dir>-remote`` (``rsm.config.storage.url`` overrides it; the ``directory`` plugin gets the same
-root as ``rsm.config.dir``), so a broker started with no configuration tiers any topic created
-with ``remote.storage.enable=true``. Topics still opt in, as in Kafka.
+is true and the storage plugin defaults to ``objectstore``, whose own default
+(``RemoteStorageManager.default_config``, derived from the log dirs) is a directory next to the
+first log dir, so a broker started with no configuration tiers any topic created with
+``remote.storage.enable=true``. Topics still opt in, as in Kafka.
 
 What the broker reports (each call is cheap on the loop unless said otherwise):
 
@@ -28,10 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -40,27 +39,32 @@ from tierlog.log import LogManager, PartitionLog, TopicPartition
 from tierlog.server.metadata_topic import LogMetadataTopicIO, loop_topic_creator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
-from tierlog.storage import RSM_ALIASES
-from tierlog.tiered.manager import RemoteLogManager, RemoteMetrics, StopPartition
-from tierlog.tiered.manager.server_hooks import TieredReadHooks, build_remote_log_manager
+from tierlog.tiered.api import (
+    RSM_ALIASES,
+    RSM_CLASS_KEY,
+    PluginLoadError,
+    RemoteStorageManager,
+    SupportsMetadataTopic,
+    plugin_class,
+)
+from tierlog.tiered.manager import (
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+    RemoteMetrics,
+    StopPartition,
+)
+from tierlog.tiered.manager.server_hooks import build_remote_log_manager
 from tierlog.tiered.metadata import METADATA_TOPIC, RLMM_ALIASES
 
 __all__ = [
     "PluginSettings",
     "Tiering",
     "TieringStartupError",
-    "default_remote_root",
     "plugin_settings",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Broker keys named differently in Kafka (KIP-1241) and in the manager's settings.
-_RENAMED = {
-    "log.remote.copy.lag.ms": "remote.log.copy.lag.ms",
-    "log.remote.copy.lag.bytes": "remote.log.copy.lag.bytes",
-}
-_INIT_TIMEOUT_KEY = "remote.log.metadata.initialization.retry.max.timeout.ms"
 _NUM_PARTITIONS_KEY = "remote.log.metadata.topic.num.partitions"
 
 
@@ -76,36 +80,26 @@ class PluginSettings:
     rlmm_props: Mapping[str, str]
 
 
-def default_remote_root(cfg: BrokerConfig) -> Path:
-    """``<first log dir>-remote``: next to the data, not inside it, so the log engine never
-    mistakes remote files for partitions and deleting the data dir keeps the remote copy."""
-    first = cfg.log_dirs[0]
-    return first.with_name(first.name + "-remote")
+def _rsm_defaults(rsm_class: str, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+    """The storage plugin's own defaults, asked of its class; none when the class cannot be
+    loaded (building the manager then fails, naming the key)."""
+    base: type[RemoteStorageManager] = RemoteStorageManager  # type: ignore[type-abstract]
+    try:
+        cls = plugin_class(rsm_class, base, RSM_ALIASES, config_key=RSM_CLASS_KEY)
+    except PluginLoadError:
+        return {}
+    return cls.default_config(log_dirs)
 
 
 def plugin_settings(cfg: BrokerConfig) -> PluginSettings:
-    """Resolve the plugin classes and fill in the embedded defaults for the known ones."""
-    rsm_name = str(cfg.values["remote.log.storage.manager.class.name"])
+    """Resolve the plugin classes; the storage plugin's defaults go under its settings."""
+    rsm_name = str(cfg.values[RSM_CLASS_KEY])
     rsm_class = RSM_ALIASES.get(rsm_name, rsm_name)
-    rsm_props = dict(cfg.rsm_config)
-    root = default_remote_root(cfg)
-    if rsm_class == RSM_ALIASES["directory"]:
-        rsm_props.setdefault("dir", str(root))
-    elif rsm_class == RSM_ALIASES["objectstore"]:
-        rsm_props.setdefault("storage.url", root.absolute().as_uri())
+    rsm_props = {**_rsm_defaults(rsm_class, cfg.log_dirs), **cfg.rsm_config}
     rlmm_name = str(cfg.values["remote.log.metadata.manager.class.name"])
     return PluginSettings(
         rsm_class, rsm_props, RLMM_ALIASES.get(rlmm_name, rlmm_name), dict(cfg.rlmm_config)
     )
-
-
-def _manager_values(cfg: BrokerConfig, settings: PluginSettings) -> dict[str, Any]:
-    values = dict(cfg.values)
-    for kafka_key, manager_key in _RENAMED.items():
-        values[manager_key] = values.get(kafka_key)
-    values["remote.log.storage.manager.class.name"] = settings.rsm_class
-    values["remote.log.metadata.manager.class.name"] = settings.rlmm_class
-    return values
 
 
 class Tiering:
@@ -118,7 +112,6 @@ class Tiering:
         logs: LogManager,
     ) -> None:
         self.rlm = rlm
-        self.reader = TieredReadHooks(rlm, topics.get_log)
         self._topics = topics
         self._logs = logs
         self._closed = False
@@ -139,8 +132,10 @@ class Tiering:
         try:
             rlm = await asyncio.to_thread(
                 build_remote_log_manager,
-                _manager_values(cfg, settings),
+                RemoteLogManagerConfig.from_broker_config(cfg),
+                settings.rsm_class,
                 settings.rsm_props,
+                settings.rlmm_class,
                 settings.rlmm_props,
                 cfg.log_dirs[0],
                 rlmm_aliases=RLMM_ALIASES,
@@ -166,9 +161,8 @@ class Tiering:
         purgatory: FetchPurgatory,
         settings: PluginSettings,
     ) -> None:
-        rlmm: Any = self.rlm.rlmm
-        bind = getattr(rlmm, "bind_metadata_topic", None)
-        if bind is None:
+        rlmm = self.rlm.rlmm
+        if not isinstance(rlmm, SupportsMetadataTopic):
             return  # another RLMM: it reaches its store by itself
 
         def create(num_partitions: int, configs: Mapping[str, str]) -> None:
@@ -177,15 +171,12 @@ class Tiering:
         def woke(partition: int) -> None:
             loop.call_soon_threadsafe(purgatory.notify, (METADATA_TOPIC, partition))
 
-        bind(
+        rlmm.bind_metadata_topic(
             LogMetadataTopicIO(logs, create_topic=loop_topic_creator(loop, create), on_append=woke)
         )
-        wait = getattr(rlmm, "await_initialized", None)
-        if wait is None:
-            return
         started = time.monotonic()
         try:
-            await asyncio.to_thread(wait)
+            await asyncio.to_thread(rlmm.await_initialized)
         except Exception as e:
             raise TieringStartupError(
                 f"remote log metadata manager failed to initialize: {e}"

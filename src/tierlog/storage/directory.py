@@ -17,7 +17,8 @@ exactly what the broker asked of it:
 Layout: one directory per partition, ``<topic>-<partition>-<topicId base64url>``, holding a
 fileset per segment named ``<20-digit start offset>-<segment uuid base64url><suffix>``.
 
-Properties (``rsm.config.`` prefix stripped): ``dir`` (root; a temp dir if absent),
+Properties (``rsm.config.`` prefix stripped): ``dir`` (root; on a broker ``<first log
+dir>-remote`` unless configured, elsewhere a temp dir if absent),
 ``broker.id``, ``delete.enable`` (default true; false makes deletes silent no-ops that emit
 no event), ``fail.copy.count``, ``fail.delete.count``, ``custom.metadata.bytes``.
 """
@@ -29,23 +30,30 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
+from tierlog.storage.embedded import embedded_root
 from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
     LogSegmentData,
+    ObjectKind,
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,
     RemoteStorageException,
     RemoteStorageManager,
+    SegmentObject,
+    StoredObject,
+    SupportsInventory,
     TopicIdPartition,
 )
 
@@ -70,6 +78,20 @@ _SUFFIX: dict[str | IndexType, str] = {
     IndexType.TRANSACTION: ".txnindex",
     IndexType.LEADER_EPOCH: ".leader_epoch_checkpoint",
     IndexType.PRODUCER_SNAPSHOT: ".snapshot",
+}
+
+
+#: Files a segment cannot be read without.
+_REQUIRED: tuple[str | IndexType, ...] = ("log", IndexType.OFFSET, IndexType.TIMESTAMP)
+_ID = r"[A-Za-z0-9_-]{22}"  # a Uuid rendered by ``_b64``
+#: ``<topic>-<partition>-<topicId>/<20-digit offset>-<segmentId><suffix>``
+_SEGMENT_KEY = re.compile(
+    rf"^(?P<topic>[^/]+)-(?P<partition>\d+)-(?P<tid>{_ID})/\d{{20}}-(?P<sid>{_ID})"
+    r"(?P<suffix>\.[a-z_]+)$"
+)
+_KIND_OF_SUFFIX = {
+    suffix: ObjectKind.LOG if kind == "log" else ObjectKind.INDEX
+    for kind, suffix in _SUFFIX.items()
 }
 
 
@@ -99,6 +121,10 @@ def partition_dir_name(tip: TopicIdPartition) -> str:
 
 def fileset_prefix(md: RemoteLogSegmentMetadata) -> str:
     return f"{md.start_offset:020d}-{_b64(md.remote_log_segment_id.id.bytes)}"
+
+
+def _uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 
 
 def read_events(root: Path | str, broker_id: int = 0) -> list[StorageEvent]:
@@ -136,7 +162,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class DirectoryRemoteStorageManager(RemoteStorageManager):
+class DirectoryRemoteStorageManager(RemoteStorageManager, SupportsInventory):
     """Thread-safe: file operations touch distinct filesets; shared state is under a lock."""
 
     _instances: ClassVar[list[DirectoryRemoteStorageManager]] = []
@@ -159,6 +185,11 @@ class DirectoryRemoteStorageManager(RemoteStorageManager):
     def config_is_sensitive(cls, key: str) -> bool:
         """A local directory holds no credentials: every setting may be described."""
         return False
+
+    @classmethod
+    def default_config(cls, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+        """The root next to the first log dir (``embedded_root``)."""
+        return {"dir": str(embedded_root(log_dirs))}
 
     @classmethod
     def instances(cls) -> list[DirectoryRemoteStorageManager]:
@@ -409,3 +440,73 @@ class DirectoryRemoteStorageManager(RemoteStorageManager):
                 self._instances.remove(self)
         if self._owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    # --- inventory -------------------------------------------------------------------
+
+    def location(self) -> str:
+        """The root; refused when it is this instance's private temporary directory."""
+        if self._owns_root:
+            raise RemoteStorageException(
+                "the directory plugin has no dir (rsm.config.dir): its objects are in a "
+                "private temporary directory"
+            )
+        return str(self.root)
+
+    def list_objects(self, page_size: int = 1000) -> Iterator[list[StoredObject]]:
+        """The files of every partition directory (the root's own files are bookkeeping:
+        events and faults), without files still being written."""
+        self.location()
+        page: list[StoredObject] = []
+        if not self.root.is_dir():
+            return
+        for d in sorted(os.scandir(self.root), key=lambda e: e.name):
+            if not d.is_dir():
+                continue
+            for f in sorted(os.scandir(d.path), key=lambda e: e.name):
+                if f.is_file() and not f.name.endswith(".tmp"):
+                    page.append(StoredObject(f"{d.name}/{f.name}", f.stat().st_size))
+                    if len(page) == page_size:
+                        yield page
+                        page = []
+        if page:
+            yield page
+
+    def identify(self, key: str) -> SegmentObject | None:
+        match = _SEGMENT_KEY.match(key)
+        if match is None or match.group("suffix") not in _KIND_OF_SUFFIX:
+            return None
+        suffix = match.group("suffix")
+        return SegmentObject(
+            topic_id=_uuid(match.group("tid")),
+            partition=int(match.group("partition")),
+            segment_id=_uuid(match.group("sid")),
+            kind=_KIND_OF_SUFFIX[suffix],
+            segment_key=key[: -len(suffix)],
+            topic=match.group("topic"),
+        )
+
+    def segment_key(self, metadata: RemoteLogSegmentMetadata) -> str:
+        return f"{partition_dir_name(metadata.topic_id_partition)}/{fileset_prefix(metadata)}"
+
+    def required_keys(self, metadata: RemoteLogSegmentMetadata) -> list[str]:
+        base = self.segment_key(metadata)
+        return [base + _SUFFIX[kind] for kind in _REQUIRED]
+
+    def metadata_sizes(self, metadata: RemoteLogSegmentMetadata) -> Mapping[ObjectKind, int]:
+        """The ``.log`` file is the segment, byte for byte."""
+        return {ObjectKind.LOG: metadata.segment_size_in_bytes}
+
+    def recorded_size(self, metadata: RemoteLogSegmentMetadata) -> int | None:
+        return None
+
+    def has_object(self, key: str) -> bool:
+        return (self.root / key).is_file()
+
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        root = self.root.resolve()
+        paths = [self.root / key for key in keys]
+        for key, path in zip(keys, paths, strict=True):
+            if root not in path.resolve().parents:
+                raise RemoteStorageException(f"refusing to delete {key!r}: outside {self.root}")
+        for path in paths:
+            path.unlink(missing_ok=True)

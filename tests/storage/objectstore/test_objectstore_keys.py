@@ -15,7 +15,6 @@ from objectstore_helpers import (
     segment_metadata,
 )
 
-from tierlog.storage import RSM_ALIASES
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.errors import CorruptDataError, ObjectStoreConfigError
 from tierlog.storage.objectstore.keyring import KeyRing
@@ -23,6 +22,7 @@ from tierlog.storage.objectstore.manifest import SegmentManifest, metadata_from_
 from tierlog.storage.objectstore.rewrap import main as rewrap_main
 from tierlog.storage.objectstore.rewrap import rewrap_manifests
 from tierlog.tiered.api import (
+    RSM_ALIASES,
     RSM_PROPS_PREFIX,
     RemoteStorageException,
     RemoteStorageManager,

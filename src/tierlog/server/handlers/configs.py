@@ -16,13 +16,19 @@ from typing import Any
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import ConfigType, render
 from tierlog.config.topic import ConfigEntry, ConfigSource
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import plugin_settings
-from tierlog.storage import RSM_ALIASES
-from tierlog.tiered.api import RSM_CLASS_KEY, PluginLoadError, RemoteStorageManager, plugin_class
+from tierlog.tiered.api import (
+    RSM_ALIASES,
+    RSM_CLASS_KEY,
+    PluginLoadError,
+    RemoteStorageManager,
+    plugin_class,
+)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -47,7 +53,6 @@ def _entry_dict(e: ConfigEntry, include_docs: bool) -> dict[str, Any]:
         "value": None if e.sensitive else e.value,
         "read_only": e.read_only,
         "config_source": int(e.source),
-        "is_default": e.source is ConfigSource.DEFAULT_CONFIG,
         "is_sensitive": e.sensitive,
         "synonyms": [
             {"name": s.name, "value": None if e.sensitive else s.value, "source": int(s.source)}
@@ -157,7 +162,11 @@ async def handle_describe_configs(state: BrokerState, req: Request) -> Any:
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         results.append(res)
-    return mk(response_schema(32, req.header.api_version), throttle_time=0, results=results)
+    return mk(
+        response_schema(ApiKey.DESCRIBE_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        results=results,
+    )
 
 
 def _refuse_broker(resource_type: int, name: str, state: BrokerState) -> None:
@@ -199,7 +208,11 @@ async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         out.append(res)
-    return mk(response_schema(33, req.header.api_version), throttle_time=0, responses=out)
+    return mk(
+        response_schema(ApiKey.ALTER_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        responses=out,
+    )
 
 
 async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> Any:
@@ -221,4 +234,8 @@ async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> 
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         out.append(res)
-    return mk(response_schema(44, req.header.api_version), throttle_time=0, responses=out)
+    return mk(
+        response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, req.header.api_version),
+        throttle_time=0,
+        responses=out,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -99,7 +100,7 @@ async def handle_metadata(state: BrokerState, req: Request) -> Any:
             else:
                 topics.append(topic_entry(state, info))
     return mk(
-        response_schema(3, version),
+        response_schema(ApiKey.METADATA, version),
         throttle_time=0,
         brokers=[broker_entry(state)],
         cluster_id=state.cluster_id,

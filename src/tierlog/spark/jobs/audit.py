@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ from tierlog.spark.jobs.common import (
     print_table,
     rsm_overrides,
 )
-from tierlog.spark.jobs.inventory import Inventory
+from tierlog.spark.jobs.inventory import OBJECT_DDL, Inventory
 from tierlog.spark.jobs.metadata import (
     SEGMENT_DDL,
     metadata_partitions,
@@ -52,10 +52,10 @@ from tierlog.spark.jobs.metadata import (
     segment_rows,
 )
 from tierlog.spark.jobs.session import job_session
+from tierlog.tiered.api import ObjectKind
 
 DEFAULT_GRACE_MS = 60 * 60 * 1000
 STUCK_STATES = ("COPY_SEGMENT_STARTED", "DELETE_SEGMENT_STARTED")
-MANIFEST_DDL = "key string, base string, log_size long, indexes_size long, error string"
 
 
 @dataclass(frozen=True)
@@ -87,60 +87,54 @@ class AuditReport:
         return {k: self.count(k) for k in kinds}
 
 
+MANIFEST_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("base", pa.string()),
+        ("log_size", pa.int64()),
+        ("index_size", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+MANIFEST_DDL = "key string, base string, log_size long, index_size long, error string"
+
+
 def check_manifests(inventory: Inventory) -> Callable[..., Iterator[pa.RecordBatch]]:
     """`mapInArrow` over manifest keys: fetch and parse each on the executors."""
-    schema = pa.schema(
-        [
-            ("key", pa.string()),
-            ("base", pa.string()),
-            ("log_size", pa.int64()),
-            ("indexes_size", pa.int64()),
-            ("error", pa.string()),
-        ]
-    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plugin = inventory.manifests
+        assert plugin is not None
         for batch in batches:
             rows: list[dict[str, Any]] = []
             for key in batch.column("key").to_pylist():
-                row: dict[str, Any] = {"key": key, "base": inventory.segment_base(key)}
+                found = plugin.identify(key)
+                base = None if found is None else found.segment_key
+                row: dict[str, Any] = {"key": key, "base": base}
                 try:
-                    info = inventory.read_manifest(key)
-                    row.update(log_size=info.log_size, indexes_size=info.indexes_size)
+                    sizes = plugin.read_manifest(key).sizes
+                    row.update(
+                        log_size=sizes.get(ObjectKind.LOG),
+                        index_size=sizes.get(ObjectKind.INDEX),
+                    )
                 except Exception as exc:
                     row["error"] = f"{type(exc).__name__}: {exc}"
                 rows.append(row)
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield pa.RecordBatch.from_pylist(rows, schema=MANIFEST_SCHEMA)
 
     return run
 
 
-def run_audit(
-    spark: Any, bootstrap: str, inventory: Inventory, grace_ms: int, now_ms: int | None = None
-) -> AuditReport:
-    from pyspark.sql import functions as F
+class _Findings:
+    """The findings so far, added from collected Spark rows."""
 
-    listing = inventory.listing()  # first: see the module docstring
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    objects = spark.createDataFrame(
-        [(o.key, o.size, inventory.segment_base(o.key)) for o in listing],
-        "key string, size long, base string",
-    ).cache()
-    n_meta = metadata_partitions(bootstrap)
-    metadata_rows = (
-        spark.range(0, n_meta, 1, max(n_meta, 1))
-        .mapInArrow(read_segments(bootstrap, inventory, partition_rows=True), SEGMENT_DDL)
-        .cache()
-    )
-    # every topic this cluster has tiered, deleted ones included: its objects are ours
-    known_topics = {r["topic_id"] for r in metadata_rows.select("topic_id").distinct().collect()}
-    segments = metadata_rows.filter(F.col("segment_id").isNotNull())
-    findings: list[Finding] = []
+    def __init__(self) -> None:
+        self.found: list[Finding] = []
 
-    def add(kind: str, rows: list[Any], detail: Callable[[Any], str]) -> None:
+    def add(self, kind: str, rows: Iterable[Any], detail: Callable[[dict[str, Any]], str]) -> None:
         for r in rows:
             d = r.asDict()
-            findings.append(
+            self.found.append(
                 Finding(
                     kind,
                     d["key"],
@@ -154,35 +148,52 @@ def run_audit(
                 )
             )
 
-    seg_cols = segments.select(
-        "base", "topic", "partition", "segment_id", "state", "event_timestamp_ms"
+
+def _metadata_rows(spark: Any, bootstrap: str, inventory: Inventory) -> Any:
+    """One row per segment and one per user partition the metadata ever named (cached)."""
+    n_meta = metadata_partitions(bootstrap)
+    return (
+        spark.range(0, n_meta, 1, max(n_meta, 1))
+        .mapInArrow(read_segments(bootstrap, inventory, partition_rows=True), SEGMENT_DDL)
+        .cache()
     )
-    joined = objects.join(seg_cols, "base", "left")
+
+
+def _unaccounted(findings: _Findings, joined: Any, known_topics: set[str]) -> None:
+    """Objects no segment of the metadata accounts for: unrecognised when the plugin does
+    not call them its own, foreign when their topic id is not this cluster's, else orphans."""
+    from pyspark.sql import functions as F
+
     no_meta = joined.filter(F.col("segment_id").isNull()).collect()
-    owners = {r["key"]: inventory.topic_id_of(r["key"]) for r in no_meta}
-    add(
+    findings.add(
         "unrecognised",
-        [r for r in no_meta if owners[r["key"]] is None],
+        [r for r in no_meta if r["topic_id"] is None],
         lambda d: "not named like a segment object of this plugin; never deleted",
     )
-    add(
+    findings.add(
         "foreign",
-        [r for r in no_meta if owners[r["key"]] not in known_topics | {None}],
+        [r for r in no_meta if r["topic_id"] not in known_topics | {None}],
         lambda d: (
-            f"segment object of topic id {owners[d['key']]}, which this cluster's remote log "
+            f"segment object of topic id {d['topic_id']}, which this cluster's remote log "
             "metadata has never seen (another cluster sharing the prefix?); never deleted"
         ),
     )
-    add(
+    findings.add(
         "orphan",
-        [r for r in no_meta if owners[r["key"]] in known_topics],
+        [r for r in no_meta if r["topic_id"] in known_topics],
         lambda d: "no remote log metadata for this segment",
     )
+
+
+def _stuck(findings: _Findings, joined: Any, now_ms: int, grace_ms: int) -> None:
+    """Objects of segments stuck in COPY_STARTED / DELETE_STARTED past the grace period."""
+    from pyspark.sql import functions as F
+
     stuck = joined.filter(
         F.col("state").isin(*STUCK_STATES)
         & (F.col("event_timestamp_ms") < F.lit(now_ms - grace_ms))
     )
-    add(
+    findings.add(
         "orphan",
         stuck.collect(),
         lambda d: (
@@ -191,69 +202,124 @@ def run_audit(
         ),
     )
 
-    finished = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED")
+
+def _missing(findings: _Findings, objects: Any, finished: Any, inventory: Inventory) -> None:
+    """Objects a COPY_FINISHED segment needs that the listing lacks. The listing came first,
+    so a segment that finished uploading between the listing and the metadata read looks
+    missing: the store is asked again for each one before it is reported."""
+    from pyspark.sql import functions as F
+
     needed = finished.select("topic", "partition", "segment_id", F.explode("required").alias("key"))
     missing = needed.join(objects.select("key"), "key", "left_anti").collect()
-    # the listing came first, so a segment that finished uploading between the listing and
-    # the metadata read looks missing: ask the store again for each one before saying so
-    missing = [r for r in missing if not inventory.exists(r["key"])]
-    add("missing", missing, lambda d: "COPY_SEGMENT_FINISHED but not in the store")
+    plugin = inventory.plugin
+    missing = [r for r in missing if not plugin.has_object(r["key"])]
+    findings.add("missing", missing, lambda d: "COPY_SEGMENT_FINISHED but not in the store")
+
+
+def _manifest_sizes(spark: Any, findings: _Findings, objects: Any, inventory: Inventory) -> Any:
+    """Sizes each readable manifest records, by segment (`base`, `log_size`, `index_size`);
+    manifests that cannot be read are reported. None for a plugin without manifests."""
+    from pyspark.sql import functions as F
+
+    if inventory.manifests is None:
+        return None
+    manifests = (
+        objects.filter(F.col("kind") == ObjectKind.MANIFEST.value)
+        .select("key")
+        .repartition(max(spark.sparkContext.defaultParallelism, 1))
+        .mapInArrow(check_manifests(inventory), MANIFEST_DDL)
+        .cache()
+    )
+    bad = manifests.filter(F.col("error").isNotNull())
+    findings.add("bad_manifest", bad.collect(), lambda d: str(d["error"]))
+    return manifests.filter(F.col("error").isNull()).select("base", "log_size", "index_size")
+
+
+def _wrong_sizes(findings: _Findings, objects: Any, finished: Any, manifests: Any) -> None:
+    """Objects of COPY_FINISHED segments whose stored size differs from what was recorded:
+    by the manifest (its own size: the recorded total less the sizes it records), else by
+    the segment metadata."""
+    from pyspark.sql import functions as F
 
     present = objects.join(
-        finished.select("base", "topic", "partition", "segment_id", "segment_size", "stored_size"),
+        finished.select(
+            "base",
+            "topic",
+            "partition",
+            "segment_id",
+            "stored_size",
+            "md_log_size",
+            "md_index_size",
+            "md_manifest_size",
+        ),
         "base",
     )
-    if inventory.kind == "objectstore":
-        manifests = (
-            objects.filter(F.col("key").endswith(".rsm-manifest"))
-            .select("key")
-            .repartition(max(spark.sparkContext.defaultParallelism, 1))
-            .mapInArrow(check_manifests(inventory), MANIFEST_DDL)
-            .cache()
-        )
-        bad = manifests.filter(F.col("error").isNotNull())
-        add("bad_manifest", bad.collect(), lambda d: str(d["error"]))
-        good = manifests.filter(F.col("error").isNull()).select("base", "log_size", "indexes_size")
-        expected = (
-            present.join(good, "base", "left")
-            .withColumn(
-                "expected_size",
-                F.when(F.col("key").endswith(".log"), F.col("log_size"))
-                .when(F.col("key").endswith(".indexes"), F.col("indexes_size"))
-                .when(
-                    F.col("key").endswith(".rsm-manifest"),
-                    F.col("stored_size") - F.col("log_size") - F.col("indexes_size"),
-                ),
-            )
-            .withColumn(
-                "against",
-                F.when(F.col("key").endswith(".rsm-manifest"), F.lit("custom metadata")).otherwise(
-                    F.lit("manifest")
-                ),
-            )
-        )
+    if manifests is None:
+        none = F.lit(None).cast("long")
+        present = present.withColumn("log_size", none).withColumn("index_size", none)
     else:
-        expected = present.withColumn(
-            "expected_size", F.when(F.col("key").endswith(".log"), F.col("segment_size"))
-        ).withColumn("against", F.lit("segment metadata"))
+        present = present.join(manifests, "base", "left")
+    kind = F.col("kind")
+    own = F.col("stored_size") - F.col("log_size") - F.col("index_size")
+    recorded = (
+        F.when(kind == ObjectKind.LOG.value, F.col("log_size"))
+        .when(kind == ObjectKind.INDEX.value, F.col("index_size"))
+        .when(kind == ObjectKind.MANIFEST.value, own)
+    )
+    implied = (
+        F.when(kind == ObjectKind.LOG.value, F.col("md_log_size"))
+        .when(kind == ObjectKind.INDEX.value, F.col("md_index_size"))
+        .when(kind == ObjectKind.MANIFEST.value, F.col("md_manifest_size"))
+    )
+    expected = present.withColumn("expected_size", F.coalesce(recorded, implied)).withColumn(
+        "against",
+        F.when(recorded.isNull(), F.lit("segment metadata"))
+        .when(kind == ObjectKind.MANIFEST.value, F.lit("custom metadata"))
+        .otherwise(F.lit("manifest")),
+    )
     wrong = expected.filter(
         F.col("expected_size").isNotNull() & (F.col("size") != F.col("expected_size"))
     )
-    add(
+    findings.add(
         "size_mismatch",
         wrong.collect(),
         lambda d: f"stored {d['size']} bytes, {d['against']} says {d['expected_size']}",
     )
+
+
+def run_audit(
+    spark: Any, bootstrap: str, inventory: Inventory, grace_ms: int, now_ms: int | None = None
+) -> AuditReport:
+    from pyspark.sql import functions as F
+
+    listing = inventory.listing()  # first: see the module docstring
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    objects = spark.createDataFrame(inventory.object_rows(listing), OBJECT_DDL).cache()
+    metadata_rows = _metadata_rows(spark, bootstrap, inventory)
+    # every topic this cluster has tiered, deleted ones included: its objects are ours
+    known_topics = {r["topic_id"] for r in metadata_rows.select("topic_id").distinct().collect()}
+    segments = metadata_rows.filter(F.col("segment_id").isNotNull())
+    finished = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED")
+    findings = _Findings()
+
+    seg_cols = segments.select(
+        "base", "topic", "partition", "segment_id", "state", "event_timestamp_ms"
+    )
+    joined = objects.join(seg_cols, "base", "left")
+    _unaccounted(findings, joined, known_topics)
+    _stuck(findings, joined, now_ms, grace_ms)
+    _missing(findings, objects, finished, inventory)
+    _wrong_sizes(findings, objects, finished, _manifest_sizes(spark, findings, objects, inventory))
+
     n_segments = segments.count()
     metadata_rows.unpersist()
     objects.unpersist()
-    findings.sort(key=lambda f: (f.kind, f.key))
     return AuditReport(
         inventory.describe(),
         len(listing),
         sum(o.size for o in listing),
         n_segments,
-        findings,
+        sorted(findings.found, key=lambda f: (f.kind, f.key)),
     )
 
 

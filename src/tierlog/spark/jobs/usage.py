@@ -26,7 +26,7 @@ from tierlog.spark.jobs.common import (
     print_table,
     rsm_overrides,
 )
-from tierlog.spark.jobs.inventory import Inventory
+from tierlog.spark.jobs.inventory import OBJECT_DDL, Inventory
 from tierlog.spark.jobs.metadata import SEGMENT_DDL, metadata_partitions, read_segments
 from tierlog.spark.jobs.session import job_session
 from tierlog.spark.wire import BrokerClient
@@ -89,11 +89,7 @@ def run_usage(
 ) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
-    listing = inventory.listing()
-    objects = spark.createDataFrame(
-        [(o.key, o.size, inventory.segment_base(o.key)) for o in listing],
-        "key string, size long, base string",
-    )
+    objects = spark.createDataFrame(inventory.object_rows(inventory.listing()), OBJECT_DDL)
     n_meta = metadata_partitions(bootstrap)
     segments = spark.range(0, n_meta, 1, max(n_meta, 1)).mapInArrow(
         read_segments(bootstrap, inventory), SEGMENT_DDL

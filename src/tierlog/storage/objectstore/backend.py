@@ -116,14 +116,20 @@ class ObjectBackend:
 
     def list_objects(self, prefix: str) -> Iterator[tuple[str, int]]:
         """(key, size) of every object under ``prefix``."""
-        stream = iter(obstore.list(self.store, prefix or None))  # lazy: no request yet
+        for page in self.list_pages(prefix):
+            yield from page
+
+    def list_pages(self, prefix: str, page_size: int = 50) -> Iterator[list[tuple[str, int]]]:
+        """(key, size) of every object under ``prefix``, one page of at most ``page_size`` at
+        a time, as the store returns them (in no promised order)."""
+        # lazy: no request yet
+        stream = iter(obstore.list(self.store, prefix or None, chunk_size=page_size))
         while True:
             # each page is a request of its own: its failure is a store error like any other
             batch = self._call("list", prefix, lambda: next(stream, None))
             if batch is None:
                 return
-            for meta in batch:
-                yield str(meta["path"]), int(meta["size"])
+            yield [(str(meta["path"]), int(meta["size"])) for meta in batch]
 
     # -- writes -------------------------------------------------------------------------
 

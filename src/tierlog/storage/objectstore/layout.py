@@ -14,15 +14,28 @@ partitions spread over the store's key space (S3 scales request rates per prefix
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 import zlib
 from dataclasses import dataclass
 
-from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.tiered.api import ObjectKind, RemoteLogSegmentMetadata, SegmentObject, TopicIdPartition
 
 LOG_SUFFIX = ".log"
 INDEXES_SUFFIX = ".indexes"
 MANIFEST_SUFFIX = ".rsm-manifest"
+
+_KIND_OF_SUFFIX = {
+    LOG_SUFFIX: ObjectKind.LOG,
+    INDEXES_SUFFIX: ObjectKind.INDEX,
+    MANIFEST_SUFFIX: ObjectKind.MANIFEST,
+}
+_ID = r"[A-Za-z0-9_-]{22}"  # a Kafka Uuid as Uuid.toString() renders it
+#: ``[<prefix>][<hash>/]<topic>-<topicId>/<partition>/<20-digit offset>-<segmentId><suffix>``
+_SEGMENT_KEY = re.compile(
+    rf"(?:^|/)(?P<topic>[^/]+)-(?P<tid>{_ID})/(?P<partition>\d+)/\d{{20}}-(?P<sid>{_ID})"
+    rf"(?P<suffix>{'|'.join(map(re.escape, _KIND_OF_SUFFIX))})$"
+)
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -90,3 +103,21 @@ def segment_keys(prefix: str, mask: int, metadata: RemoteLogSegmentMetadata) -> 
     pdir = partition_dir(segment_id.topic_id_partition)
     name = f"{metadata.start_offset:020d}-{kafka_uuid(segment_id.id)}"
     return SegmentKeys(f"{prefix}{hash_dir(pdir, mask)}{pdir}{name}")
+
+
+def identify_key(key: str) -> SegmentObject | None:
+    """The segment object ``key`` names, or None for a key of another shape; the topic name
+    is None when ``topic_dir_name`` shortened it (the manifest holds it whole)."""
+    match = _SEGMENT_KEY.search(key)
+    if match is None:
+        return None
+    suffix = match.group("suffix")
+    topic = match.group("topic")
+    return SegmentObject(
+        topic_id=parse_kafka_uuid(match.group("tid")),
+        partition=int(match.group("partition")),
+        segment_id=parse_kafka_uuid(match.group("sid")),
+        kind=_KIND_OF_SUFFIX[suffix],
+        segment_key=key[: -len(suffix)],
+        topic=None if "~" in topic else topic,
+    )

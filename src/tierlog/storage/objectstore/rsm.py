@@ -23,12 +23,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.cache import (
@@ -42,7 +43,12 @@ from tierlog.storage.objectstore.custom_metadata import SegmentLocation
 from tierlog.storage.objectstore.errors import CorruptDataError
 from tierlog.storage.objectstore.fetch import ChunkStream
 from tierlog.storage.objectstore.keyring import WRAP_ALGORITHM, KeyRing
-from tierlog.storage.objectstore.layout import SegmentKeys, segment_keys
+from tierlog.storage.objectstore.layout import (
+    SegmentKeys,
+    identify_key,
+    partition_dir,
+    segment_keys,
+)
 from tierlog.storage.objectstore.manifest import (
     INDEX_NAMES,
     EncryptionInfo,
@@ -50,6 +56,7 @@ from tierlog.storage.objectstore.manifest import (
     SegmentManifest,
     compressed_bitmap,
     describes,
+    metadata_from_json,
     metadata_to_json,
 )
 from tierlog.storage.objectstore.ratelimit import TokenBucket
@@ -59,11 +66,16 @@ from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
     LogSegmentData,
+    ManifestContents,
+    ObjectKind,
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,
     RemoteStorageException,
     RemoteStorageManager,
+    SegmentObject,
+    StoredObject,
     SupportsReadAhead,
+    SupportsSegmentManifests,
 )
 
 log = logging.getLogger(__name__)
@@ -89,7 +101,9 @@ class OpenSegment:
         return self.manifest.chunk_index.original_file_size
 
 
-class ObjectStoreRemoteStorageManager(RemoteStorageManager, SupportsReadAhead):
+class ObjectStoreRemoteStorageManager(
+    RemoteStorageManager, SupportsReadAhead, SupportsSegmentManifests
+):
     def __init__(self) -> None:
         self._cfg: ObjectStoreConfig | None = None
         self._closed = False
@@ -102,6 +116,12 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager, SupportsReadAhead):
         """Credentials and private-key locations are hidden; where the data lives and how
         it is chunked, compressed and encrypted can be discovered (e.g. by Spark jobs)."""
         return is_secret_key(key)
+
+    @classmethod
+    def default_config(cls, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+        """A ``file://`` store next to the first log dir (``embedded_root``), so a broker
+        with no storage settings still tiers, to its own disk."""
+        return {"storage.url": embedded_root(log_dirs).absolute().as_uri()}
 
     def configure(self, props: Mapping[str, str]) -> None:
         cfg = ObjectStoreConfig.from_props(props)
@@ -433,3 +453,66 @@ class ObjectStoreRemoteStorageManager(RemoteStorageManager, SupportsReadAhead):
         self.backend.delete_many(keys.all())
         self.manifest_cache.invalidate(keys.manifest)
         metrics.SEGMENT_DELETES.inc()
+
+    # -- inventory ----------------------------------------------------------------------
+
+    def location(self) -> str:
+        return self.config.storage_url
+
+    def list_objects(self, page_size: int = 1000) -> Iterator[list[StoredObject]]:
+        """Everything under the configured key prefix, one store request per page."""
+        for page in self.backend.list_pages(self.config.key_prefix, page_size):
+            yield [StoredObject(key, size) for key, size in page]
+
+    def identify(self, key: str) -> SegmentObject | None:
+        return identify_key(key)
+
+    def segment_key(self, metadata: RemoteLogSegmentMetadata) -> str:
+        return self.keys_for(metadata).base
+
+    def required_keys(self, metadata: RemoteLogSegmentMetadata) -> list[str]:
+        """All three objects: the manifest locates the other two."""
+        return self.keys_for(metadata).all()
+
+    def metadata_sizes(self, metadata: RemoteLogSegmentMetadata) -> Mapping[ObjectKind, int]:
+        """None: the objects are transformed, so the manifest records their sizes."""
+        return {}
+
+    def recorded_size(self, metadata: RemoteLogSegmentMetadata) -> int | None:
+        """From the custom metadata written at upload (when enabled)."""
+        if metadata.custom_metadata is None:
+            return None
+        try:
+            return SegmentLocation.decode(metadata.custom_metadata.value).stored_size
+        except ValueError:
+            return None
+
+    def has_object(self, key: str) -> bool:
+        return self.backend.head(key) is not None
+
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        self.backend.delete_many(list(keys))
+
+    def read_manifest(self, key: str) -> ManifestContents:
+        manifest = SegmentManifest.from_json_bytes(self.backend.get(key, "manifest"))
+        return ManifestContents(
+            metadata_from_json(manifest.segment),
+            {
+                ObjectKind.LOG: manifest.chunk_index.stored_size,
+                ObjectKind.INDEX: manifest.indexes_stored_size,
+            },
+        )
+
+    def found_at(
+        self, metadata: RemoteLogSegmentMetadata, manifest_key: str, stored_size: int
+    ) -> RemoteLogSegmentMetadata:
+        """Custom metadata naming the prefix the manifest was found under (hash directory
+        included, mask 0), which ``keys_for`` prefers to the configuration."""
+        found = identify_key(manifest_key)
+        if found is None:
+            return metadata
+        at = found.segment_key.rfind(partition_dir(metadata.topic_id_partition))
+        if at < 0:
+            return metadata
+        location = SegmentLocation(found.segment_key[:at], 0, stored_size)
+        return replace(metadata, custom_metadata=CustomMetadata(location.encode()))

@@ -12,10 +12,19 @@ from tierlog.tiered.api.exceptions import (
     RetriableRemoteStorageException,
 )
 from tierlog.tiered.api.index_type import IndexType
+from tierlog.tiered.api.inventory import (
+    ObjectKind,
+    SegmentObject,
+    StoredObject,
+    SupportsInventory,
+)
 from tierlog.tiered.api.log_segment_data import LogSegmentData
+from tierlog.tiered.api.metadata_topic import SupportsMetadataTopic
+from tierlog.tiered.api.metadata_topic_io import MetadataTopicIO
 from tierlog.tiered.api.plugin import (
     RLMM_CLASS_KEY,
     RLMM_PROPS_PREFIX,
+    RSM_ALIASES,
     RSM_CLASS_KEY,
     RSM_PROPS_PREFIX,
     PluginLoadError,
@@ -36,17 +45,22 @@ from tierlog.tiered.api.remote_log_segment_state import RemoteLogSegmentState
 from tierlog.tiered.api.remote_partition_delete_metadata import RemotePartitionDeleteMetadata
 from tierlog.tiered.api.remote_partition_delete_state import RemotePartitionDeleteState
 from tierlog.tiered.api.remote_storage_manager import RemoteStorageManager
+from tierlog.tiered.api.segment_manifests import ManifestContents, SupportsSegmentManifests
 from tierlog.tiered.api.topic_id_partition import TopicIdPartition
 
 __all__ = [
     "RLMM_CLASS_KEY",
     "RLMM_PROPS_PREFIX",
+    "RSM_ALIASES",
     "RSM_CLASS_KEY",
     "RSM_PROPS_PREFIX",
     "CustomMetadata",
     "CustomMetadataSizeLimitExceededException",
     "IndexType",
     "LogSegmentData",
+    "ManifestContents",
+    "MetadataTopicIO",
+    "ObjectKind",
     "PluginLoadError",
     "RemoteLogMetadataManager",
     "RemoteLogSegmentId",
@@ -60,7 +74,12 @@ __all__ = [
     "RemoteStorageManager",
     "ReplicaNotAvailableException",
     "RetriableRemoteStorageException",
+    "SegmentObject",
+    "StoredObject",
+    "SupportsInventory",
+    "SupportsMetadataTopic",
     "SupportsReadAhead",
+    "SupportsSegmentManifests",
     "TopicIdPartition",
     "load_plugin",
     "load_remote_log_metadata_manager",

@@ -1,7 +1,8 @@
 """Resolve a configured plugin class name to a configured instance.
 
 Kept in the API package so the broker never imports a concrete plugin: the class is named
-by a short alias (mapped by the caller) or by ``package.module:Class``.
+by a short alias or by ``package.module:Class``. ``RSM_ALIASES`` is the one table of the
+storage plugins' short names; it holds strings only, so importing it loads no plugin.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ RSM_PROPS_PREFIX = "rsm.config."
 RLMM_PROPS_PREFIX = "rlmm.config."
 RSM_CLASS_KEY = "remote.log.storage.manager.class.name"
 RLMM_CLASS_KEY = "remote.log.metadata.manager.class.name"
+
+#: Short names accepted for ``remote.log.storage.manager.class.name`` (and wherever a storage
+#: plugin is named, e.g. the Spark jobs' ``tierlog.rsm.class``).
+RSM_ALIASES: Mapping[str, str] = {
+    "directory": "tierlog.storage.directory:DirectoryRemoteStorageManager",
+    "DirectoryRemoteStorageManager": "tierlog.storage.directory:DirectoryRemoteStorageManager",
+    "objectstore": "tierlog.storage.objectstore:ObjectStoreRemoteStorageManager",
+}
 
 _KEY_FOR_PREFIX = {RSM_PROPS_PREFIX: RSM_CLASS_KEY, RLMM_PROPS_PREFIX: RLMM_CLASS_KEY}
 

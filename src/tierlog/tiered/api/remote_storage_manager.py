@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import BinaryIO
 
 from tierlog.tiered.api.custom_metadata import CustomMetadata
@@ -47,6 +48,18 @@ class RemoteStorageManager(abc.ABC):
         transforms are on) can be discovered by clients such as the Spark source.
         """
         return True
+
+    @classmethod
+    def default_config(cls, log_dirs: Sequence[Path]) -> Mapping[str, str]:
+        """Settings (``rsm.config.`` prefix stripped) the plugin takes on a broker that
+        configures none of them, derived from what every broker has: its log dirs.
+
+        The broker asks the configured class without instantiating it, passes these under
+        its explicit settings (an explicit one always wins), and describes them as defaults
+        (DescribeConfigs), so clients such as the Spark source find the data too. The
+        default is none: the plugin's ``configure`` then sees only what was configured.
+        """
+        return {}
 
     @abc.abstractmethod
     def configure(self, props: Mapping[str, str]) -> None:

@@ -1,15 +1,13 @@
-"""The narrow view of ``__remote_log_metadata`` the topic-based manager needs.
-
-The manager never touches the log engine directly: the broker supplies an adapter over its
-own ``LogManager`` (see docs/architecture.md), tests and benchmarks use
-``InMemoryMetadataTopicIO``. Implementations must be thread-safe: the manager appends from
-its publisher thread and reads from its consumer thread concurrently.
-"""
+"""``__remote_log_metadata``: its name and the configs the manager asks for. The topic is
+reached through ``MetadataTopicIO``, declared in ``tierlog.tiered.api``."""
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Mapping
+
+from tierlog.tiered.api.metadata_topic_io import MetadataTopicIO
+
+__all__ = ["METADATA_TOPIC", "METADATA_TOPIC_CONFIGS", "MetadataTopicIO"]
 
 METADATA_TOPIC = "__remote_log_metadata"
 
@@ -21,30 +19,3 @@ METADATA_TOPIC_CONFIGS: Mapping[str, str] = {
     "retention.bytes": "-1",
     "remote.storage.enable": "false",
 }
-
-
-class MetadataTopicIO(abc.ABC):
-    @abc.abstractmethod
-    def ensure_topic(self, num_partitions: int, configs: Mapping[str, str]) -> int:
-        """Create the topic with ``num_partitions`` partitions and ``configs`` if it does not
-        exist; return its actual partition count (which may differ if it already existed).
-        Raise any exception for a transient failure: the manager retries until
-        ``remote.log.metadata.initialization.retry.max.timeout.ms``."""
-
-    @abc.abstractmethod
-    def append(self, partition: int, key: bytes | None, value: bytes) -> int:
-        """Append one record and return its offset. Durable on return (flushed to disk),
-        because the caller acts on the event (e.g. deletes remote data) right after."""
-
-    @abc.abstractmethod
-    def end_offset(self, partition: int) -> int:
-        """The offset the next appended record will get."""
-
-    @abc.abstractmethod
-    def read(self, partition: int, from_offset: int) -> list[tuple[int, bytes]]:
-        """Some records with offset >= ``from_offset``, in offset order, as (offset, value).
-
-        Returns at least one record when ``from_offset < end_offset``, an empty list at the
-        end. May return a bounded batch; the caller keeps reading from the next offset.
-        Offsets need not be contiguous.
-        """
