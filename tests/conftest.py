@@ -8,16 +8,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from real_clients import (
+
+from tests.clients.real_clients import (
     AiokafkaDriver,
     ConfluentDriver,
     Driver,

@@ -17,8 +17,8 @@ from confluent_kafka.admin._config import (  # where the typed names live (not r
 )
 from confluent_kafka.cimpl import NewTopic
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 
 TIMEOUT = 30
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from real_clients import Driver, create_topic, values
-
-from helpers.broker import BrokerProcess
+from tests.clients.real_clients import Driver, create_topic, values
+from tests.helpers.broker import BrokerProcess
 
 
 def test_produce_and_consume_with_assign(module_broker: BrokerProcess, driver: Driver) -> None:

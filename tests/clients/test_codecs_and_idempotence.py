@@ -11,7 +11,8 @@ only if they carry a producer id and dense sequence numbers.
 from __future__ import annotations
 
 import pytest
-from real_clients import (
+
+from tests.clients.real_clients import (
     CODEC_IDS,
     CODECS,
     ConfluentDriver,
@@ -20,8 +21,7 @@ from real_clients import (
     disk_batches,
     values,
 )
-
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
 
 COUNT = 200
 

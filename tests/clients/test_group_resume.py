@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from real_clients import (
+from tests.clients.real_clients import (
     ConfluentDriver,
     Driver,
     GroupMember,
@@ -20,9 +20,8 @@ from real_clients import (
     create_topic,
     values,
 )
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 
 PARTITIONS = 2
 PER_PARTITION = 60

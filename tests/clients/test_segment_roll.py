@@ -13,9 +13,9 @@ from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
-from real_clients import create_topic, disk_batches, segment_batches
 
-from helpers.broker import BrokerProcess
+from tests.clients.real_clients import create_topic, disk_batches, segment_batches
+from tests.helpers.broker import BrokerProcess
 
 N = 5
 BATCHES = 3 * N + 1

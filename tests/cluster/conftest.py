@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from helpers.zookeeper import ZooKeeperServer, zookeeper_available
+from tests.helpers.zookeeper import ZooKeeperServer, zookeeper_available
 from tierlog.cluster.settings import ClusterSettings
 from tierlog.config import Endpoint
 from tierlog.config.zookeeper_connect import parse_zookeeper_connect

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.election import read_controller, read_controller_epoch
 from tierlog.cluster.registration import live_brokers

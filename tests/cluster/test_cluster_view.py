@@ -11,7 +11,7 @@ from typing import TypeVar
 import pytest
 from kazoo.client import KazooClient
 
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.cluster_view import (
     BrokersChanged,

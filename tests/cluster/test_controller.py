@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.cluster_view import ClusterView, PartitionInfo
 from tierlog.cluster.controller import PartitionController, next_state

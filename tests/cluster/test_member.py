@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from helpers.poll import wait_until
-from helpers.zookeeper import ZooKeeperServer, expire_session
+from tests.helpers.poll import wait_until
+from tests.helpers.zookeeper import ZooKeeperServer, expire_session
 from tierlog.cluster import paths
 from tierlog.cluster.election import ControllerLease, read_controller, read_controller_epoch
 from tierlog.cluster.member import ClusterMember

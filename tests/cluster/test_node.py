@@ -12,7 +12,7 @@ from functools import partial
 import pytest
 from kazoo.client import KazooClient
 
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.node import ClusterNode
 from tierlog.cluster.settings import ClusterSettings

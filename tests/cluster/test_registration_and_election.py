@@ -12,8 +12,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 
-from helpers.poll import wait_until
-from helpers.zookeeper import ZooKeeperServer, expire_session
+from tests.helpers.poll import wait_until
+from tests.helpers.zookeeper import ZooKeeperServer, expire_session
 from tierlog.cluster import paths
 from tierlog.cluster.election import elect_controller, read_controller, read_controller_epoch
 from tierlog.cluster.fencing import ControllerMovedError, FencedWriter

@@ -9,7 +9,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from helpers.zookeeper import ZooKeeperServer, expire_session
+from tests.helpers.zookeeper import ZooKeeperServer, expire_session
 from tierlog.cluster import paths
 from tierlog.cluster.zookeeper import SessionEvent, ZooKeeperClient
 from tierlog.config.zookeeper_connect import parse_zookeeper_connect
@@ -58,7 +58,7 @@ def test_session_events(zookeeper: ZooKeeperServer, zk_connect: str) -> None:
 
 
 def test_an_unreachable_zookeeper_fails_start_within_the_connection_timeout() -> None:
-    from helpers.zookeeper import free_port
+    from tests.helpers.zookeeper import free_port
     from tierlog.cluster.zookeeper import ZooKeeperUnavailableError
 
     connect = parse_zookeeper_connect(f"127.0.0.1:{free_port()}/chroot")

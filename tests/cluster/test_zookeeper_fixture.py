@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 
-from helpers.zookeeper import ZooKeeperServer, four_letter_word
+from tests.helpers.zookeeper import ZooKeeperServer, four_letter_word
 
 
 def test_server_answers_and_stores_znodes(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from group_helpers import (
+from tests.group.group_helpers import (
     GROUP,
     RANGE,
     heartbeat,
@@ -15,7 +15,6 @@ from group_helpers import (
     single_member_group,
     sync,
 )
-
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.model import (
     DescribeGroupsRequest,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from group_helpers import (
+from tests.group.group_helpers import (
     GROUP,
     NODE,
     config,
@@ -17,7 +17,6 @@ from group_helpers import (
     single_member_group,
     sync,
 )
-
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group import GroupCoordinator, MemoryOffsetsStore, OffsetsStoreError
 from tierlog.server.group.model import (

@@ -2,7 +2,7 @@
 
 Usage (fixtures in ``tests/conftest.py`` wrap this; import it directly for custom cases)::
 
-    from helpers.broker import BrokerProcess   # tests/ is on sys.path via tests/conftest.py
+    from tests.helpers.broker import BrokerProcess
 
     def test_something(broker):              # fresh broker, default test overrides
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})

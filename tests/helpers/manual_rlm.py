@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
 from tierlog.log import PartitionLog
 from tierlog.tiered.api import RemoteStorageManager, TopicIdPartition
 from tierlog.tiered.manager import RemoteLogManager, RemoteLogManagerConfig

@@ -2,7 +2,7 @@
 
 Usage (``tests/cluster/conftest.py`` wraps this in fixtures)::
 
-    from helpers.zookeeper import ZooKeeperServer
+    from tests.helpers.zookeeper import ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path / "zk")
     server.start()              # returns once the server answers ``ruok`` with ``imok``

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from log_helpers import ManagerFactory, ManualClock
 
+from tests.log.log_helpers import ManagerFactory, ManualClock
 from tierlog.log import LogConfig, LogManager
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from log_helpers import ManagerFactory, ManualClock, batch, new_log
 
+from tests.log.log_helpers import ManagerFactory, ManualClock, batch, new_log
 from tierlog.log import KafkaStorageError, LogAppendError, LogConfig
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import scan_batches

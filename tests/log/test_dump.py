@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from log_helpers import ManagerFactory, batch, new_log
-
+from tests.log.log_helpers import ManagerFactory, batch, new_log
 from tierlog.log import LogConfig, dump_file
 
 

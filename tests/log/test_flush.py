@@ -6,8 +6,8 @@ import os
 import threading
 
 import pytest
-from log_helpers import ManagerFactory, batch, new_log
 
+from tests.log.log_helpers import ManagerFactory, batch, new_log
 from tierlog.log import LogConfig
 
 

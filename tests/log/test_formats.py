@@ -7,8 +7,8 @@ import struct
 from pathlib import Path
 
 import crc32c
-from log_helpers import TOPIC_ID, TP, ManagerFactory, batch, new_log
 
+from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, batch, new_log
 from tierlog.log import LogConfig
 from tierlog.log.checkpoint import read_offsets_checkpoint
 from tierlog.protocol.records import scan_batches

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from log_helpers import TP, ManagerFactory, batch, new_log
-
+from tests.log.log_helpers import TP, ManagerFactory, batch, new_log
 from tierlog.log import EpochEntry, LeaderEpochCache
 from tierlog.protocol.records import scan_batches
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from log_helpers import TP, ManagerFactory, batch, new_log
 
+from tests.log.log_helpers import TP, ManagerFactory, batch, new_log
 from tierlog.log import LogAppendError
 from tierlog.protocol.errors import ErrorCode
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from log_helpers import ManagerFactory, batch, new_log
 
+from tests.log.log_helpers import ManagerFactory, batch, new_log
 from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 

@@ -10,8 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from log_helpers import TP, ManagerFactory, batch, new_log
-
+from tests.log.log_helpers import TP, ManagerFactory, batch, new_log
 from tierlog.log import LogConfig, PartitionLog
 from tierlog.log.checkpoint import read_epoch_checkpoint
 from tierlog.log.leader_epoch import EpochEntry

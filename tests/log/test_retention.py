@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from log_helpers import ManagerFactory, ManualClock, batch, new_log
 
+from tests.log.log_helpers import ManagerFactory, ManualClock, batch, new_log
 from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog, TopicPartition
 
 DAY = 86_400_000

@@ -7,15 +7,11 @@ ones. Figures land in ``$TIERLOG_RELIABILITY_RESULTS/results-<mode>.jsonl`` (see
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from collections.abc import Iterator
 
 import pytest
-from s3_env import ServerProcess, start_moto
+
+from tests.reliability.s3_env import ServerProcess, start_moto
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from storage.conftest import (
+from tests.storage.conftest import (
     S3_ACCESS_KEY,
     S3_SECRET_KEY,
     ServerProcess,
@@ -197,8 +197,7 @@ class AuditReport:
 def audit(bootstrap: str, bucket: Bucket, metadata_partitions: int) -> AuditReport:
     """Read ``__remote_log_metadata`` over the wire and list the bucket: the same check as an
     operator's audit job, from outside the broker."""
-    from rel_helpers import wire_fetch
-
+    from tests.reliability.rel_helpers import wire_fetch
     from tierlog.client import WireConnection
     from tierlog.storage.objectstore.layout import kafka_uuid
     from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate

@@ -29,8 +29,18 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from rel_helpers import consume_all, index_of, must_create_topic, record, scale, value_of
-from s3_env import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.rel_helpers import (
+    consume_all,
+    index_of,
+    must_create_topic,
+    record,
+    scale,
+    value_of,
+)
+from tests.reliability.s3_env import (
     AuditReport,
     Bucket,
     ServerProcess,
@@ -40,9 +50,6 @@ from s3_env import (
     tiered_overrides,
     tiered_topic_configs,
 )
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
 
 MiB = 2**20
 TOPIC = "crash"

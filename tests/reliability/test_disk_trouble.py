@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from rel_helpers import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.reliability.rel_helpers import (
     FAST_START,
     index_of,
     must_create_topic,
@@ -28,8 +30,6 @@ from rel_helpers import (
     wire_fetch,
     wire_produce,
 )
-
-from helpers.broker import BrokerProcess
 from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 

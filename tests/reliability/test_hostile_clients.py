@@ -25,8 +25,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from raw_fuzz import API_VERSIONS, frames, send_and_close, valid_request
-from rel_helpers import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.raw_fuzz import API_VERSIONS, frames, send_and_close, valid_request
+from tests.reliability.rel_helpers import (
     GoodClient,
     median,
     must_create_topic,
@@ -37,9 +40,6 @@ from rel_helpers import (
     sample_resources,
     scale,
 )
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.protocol.api_keys import ApiKey

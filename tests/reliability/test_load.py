@@ -21,11 +21,24 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from rel_helpers import must_create_topic, record, sample_resources, scale, value_of, wire_fetch
-from s3_env import Bucket, ServerProcess, metric, tiered_overrides, tiered_topic_configs
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.rel_helpers import (
+    must_create_topic,
+    record,
+    sample_resources,
+    scale,
+    value_of,
+    wire_fetch,
+)
+from tests.reliability.s3_env import (
+    Bucket,
+    ServerProcess,
+    metric,
+    tiered_overrides,
+    tiered_topic_configs,
+)
 from tierlog.client import WireConnection
 
 MiB = 2**20

@@ -12,11 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rel_helpers import index_of, must_create_topic, produce_values, record
-from s3_env import Bucket, ServerProcess, metric, tiered_overrides, tiered_topic_configs
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.rel_helpers import index_of, must_create_topic, produce_values, record
+from tests.reliability.s3_env import (
+    Bucket,
+    ServerProcess,
+    metric,
+    tiered_overrides,
+    tiered_topic_configs,
+)
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode

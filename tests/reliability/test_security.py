@@ -19,7 +19,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from rel_helpers import (
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.rel_helpers import (
     FAST_START,
     create_topic,
     index_of,
@@ -29,11 +31,8 @@ from rel_helpers import (
     wire_fetch,
     wire_produce,
 )
-from s3_env import Bucket, ServerProcess, tiered_overrides, tiered_topic_configs
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
-from storage.conftest import write_rsa_key_pair
+from tests.reliability.s3_env import Bucket, ServerProcess, tiered_overrides, tiered_topic_configs
+from tests.storage.conftest import write_rsa_key_pair
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode

@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rel_helpers import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.reliability.rel_helpers import (
     consume_all,
     index_of,
     must_create_topic,
@@ -31,7 +34,7 @@ from rel_helpers import (
     scale,
     wire_fetch,
 )
-from s3_env import (
+from tests.reliability.s3_env import (
     Bucket,
     ServerProcess,
     latency_proxy_module,
@@ -39,9 +42,6 @@ from s3_env import (
     tiered_overrides,
     tiered_topic_configs,
 )
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 

@@ -15,8 +15,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 
 
 def _admin(b: BrokerProcess) -> AdminClient:

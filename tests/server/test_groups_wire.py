@@ -8,7 +8,7 @@ import time
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
 
 
 def _consumer(b: BrokerProcess, group: str) -> ck.Consumer:

@@ -14,7 +14,7 @@ import aiokafka
 import kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
 
 
 def _create(b: BrokerProcess, name: str, partitions: int = 1) -> None:

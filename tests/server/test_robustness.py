@@ -9,8 +9,8 @@ from pathlib import Path
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 
-from helpers.broker import BrokerProcess
-from helpers.wire import connection_closed, frame, raw_connection
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.wire import connection_closed, frame, raw_connection
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.codec import decode_response, encode_request

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_batches import Rec, build
-from spark_plugins import object_store
 
+from tests.spark.spark_batches import Rec, build
+from tests.spark.spark_plugins import object_store
 from tierlog.spark import bucket
 from tierlog.spark.bucket import bucket_catalog, bucket_pages
 from tierlog.spark.segments import RsmSpec

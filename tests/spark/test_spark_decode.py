@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_batches import Rec, build, control_batch, raw_snappy_batch, with_attributes
 
+from tests.spark.spark_batches import Rec, build, control_batch, raw_snappy_batch, with_attributes
 from tierlog.spark.decode import CorruptBatchError, decode_batches
 from tierlog.spark.schema import arrow_schema
 

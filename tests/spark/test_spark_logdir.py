@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_batches import Rec, build
 
+from tests.spark.spark_batches import Rec, build
 from tierlog.log import LogManager, TopicPartition
 from tierlog.log.config import LogConfig
 

@@ -14,9 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from spark_batches import Rec, build
-from spark_plugins import object_store
-
+from tests.spark.spark_batches import Rec, build
+from tests.spark.spark_plugins import object_store
 from tierlog.spark.planning import ColdSegment, Slice, split_large_segments
 from tierlog.spark.reader import ReadContext, read_slice
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec, offset_index

@@ -29,8 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 from tierlog.spark.driver import Catalog
 from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options

@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from spark_batches import Rec, build
 
+from tests.spark.spark_batches import Rec, build
 from tierlog.log import LogManager, TopicPartition
 from tierlog.log.config import LogConfig
 from tierlog.spark.driver import Catalog

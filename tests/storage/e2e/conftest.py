@@ -8,7 +8,6 @@ each test uses its own topics.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,11 +16,8 @@ from typing import Any
 import boto3
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from objectstore_broker import ObjectStoreBroker, broker_overrides
-
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.storage.e2e.objectstore_broker import ObjectStoreBroker, broker_overrides
 
 S3_KEY = "testing"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import poll as helpers_poll
-from helpers.manual_rlm import tier_everything
+from tests.helpers import poll as helpers_poll
+from tests.helpers.manual_rlm import tier_everything
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches

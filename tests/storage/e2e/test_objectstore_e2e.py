@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 from confluent_kafka import KafkaError
-from objectstore_broker import (
+
+from tests.storage.e2e.objectstore_broker import (
     SEGMENT_BYTES,
     ObjectStoreBroker,
     expected_records,
     tiered_topic_configs,
 )
-
 from tierlog.storage.objectstore.manifest import SegmentManifest
 
 PARTITIONS = 3

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from objectstore_broker import (
+from tests.storage.e2e.objectstore_broker import (
     ObjectStoreBroker,
     expected_records,
     remote_objects,

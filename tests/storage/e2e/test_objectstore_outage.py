@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from objectstore_broker import (
+from tests.helpers.poll import wait_until
+from tests.storage.e2e.objectstore_broker import (
     EARLIEST_LOCAL,
     LATEST_TIERED,
     ObjectStoreBroker,
     expected_records,
     tiered_topic_configs,
 )
-
-from helpers.poll import wait_until
 
 FIRST, SECOND = 1500, 1000
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import poll
+from tests.helpers import poll
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.tiered.api import (
     CustomMetadata,

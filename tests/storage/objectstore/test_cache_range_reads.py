@@ -11,8 +11,13 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
-from objectstore_helpers import MiB, finished, make_rsm, segment_data, segment_metadata
-
+from tests.storage.objectstore.objectstore_helpers import (
+    MiB,
+    finished,
+    make_rsm,
+    segment_data,
+    segment_metadata,
+)
 from tierlog.storage.objectstore.cache import disk_chunk_cache
 
 

@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from objectstore_helpers import poll_until
 
+from tests.storage.objectstore.objectstore_helpers import poll_until
 from tierlog.storage.objectstore.cache import (
     Cache,
     SlruPolicy,

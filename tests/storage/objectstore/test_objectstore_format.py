@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 import zstandard
-from objectstore_helpers import build_segment, record_batch, segment_metadata
 
+from tests.storage.objectstore.objectstore_helpers import (
+    build_segment,
+    record_batch,
+    segment_metadata,
+)
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
 from tierlog.storage.objectstore.custom_metadata import SegmentLocation
 from tierlog.storage.objectstore.errors import CorruptDataError

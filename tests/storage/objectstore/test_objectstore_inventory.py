@@ -7,8 +7,12 @@ import base64
 import uuid
 from pathlib import Path
 
-from objectstore_helpers import finished, make_rsm, segment_data, segment_metadata
-
+from tests.storage.objectstore.objectstore_helpers import (
+    finished,
+    make_rsm,
+    segment_data,
+    segment_metadata,
+)
 from tierlog.storage.objectstore.layout import identify_key
 from tierlog.tiered.api import (
     ObjectKind,

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from objectstore_helpers import (
+
+from tests.storage.objectstore.objectstore_helpers import (
     encryption_props,
     finished,
     make_rsm,
     segment_data,
     segment_metadata,
 )
-
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.errors import CorruptDataError, ObjectStoreConfigError
 from tierlog.storage.objectstore.keyring import KeyRing

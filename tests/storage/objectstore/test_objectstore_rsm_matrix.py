@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from objectstore_helpers import (
+
+from tests.storage.objectstore.objectstore_helpers import (
     MiB,
     encryption_props,
     finished,
@@ -16,7 +17,6 @@ from objectstore_helpers import (
     segment_data,
     segment_metadata,
 )
-
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 from tierlog.tiered.api import IndexType, LogSegmentData, RemoteResourceNotFoundException
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from objectstore_helpers import (
+from tests.storage.objectstore.objectstore_helpers import (
     MiB,
     encryption_props,
     finished,
@@ -17,7 +17,6 @@ from objectstore_helpers import (
     segment_data,
     segment_metadata,
 )
-
 from tierlog.tiered.api import IndexType
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from objectstore_helpers import (
+from prometheus_client import REGISTRY
+
+from tests.storage.objectstore.objectstore_helpers import (
     MiB,
     encryption_props,
     finished,
@@ -18,8 +20,6 @@ from objectstore_helpers import (
     segment_data,
     segment_metadata,
 )
-from prometheus_client import REGISTRY
-
 from tierlog.storage.objectstore.errors import CorruptDataError
 from tierlog.tiered.api import (
     IndexType,

@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from objectstore_helpers import finished, make_rsm, segment_data, segment_metadata
 
-from helpers.poll import holds_for, wait_until
+from tests.helpers.poll import holds_for, wait_until
+from tests.storage.objectstore.objectstore_helpers import (
+    finished,
+    make_rsm,
+    segment_data,
+    segment_metadata,
+)
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import RemoteLogSegmentMetadata

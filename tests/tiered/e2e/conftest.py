@@ -6,17 +6,12 @@ every test uses its own topics, so the event log and the per-topic metrics stay 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from e2e_helpers import TIERED_OVERRIDES, TieredBroker
-
-from helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess
+from tests.tiered.e2e.e2e_helpers import TIERED_OVERRIDES, TieredBroker
 
 
 @pytest.fixture(scope="module")

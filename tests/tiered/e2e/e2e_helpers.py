@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.log.names import TopicPartition
 from tierlog.protocol.api_keys import ApiKey

@@ -1,5 +1,6 @@
 """A directory RSM whose segment reads can be held at a gate, loaded by the broker under test
-as ``gated_rsm:GatedDirectoryRemoteStorageManager`` (fault injection at the plugin boundary).
+as ``tests.tiered.e2e.gated_rsm:GatedDirectoryRemoteStorageManager`` (fault injection at the
+plugin boundary).
 
 While ``<dir>/hold-fetch`` exists, ``fetch_log_segment`` waits (up to ``HOLD_LIMIT_S``), so
 a test can keep the broker's remote reader threads busy and see what a full queue does.

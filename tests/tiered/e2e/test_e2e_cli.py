@@ -8,9 +8,8 @@ import sys
 import time
 from typing import Any
 
-from e2e_helpers import N, TieredBroker, recipe, segments_of
-
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
+from tests.tiered.e2e.e2e_helpers import N, TieredBroker, recipe, segments_of
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
-
-from helpers.poll import holds_for, wait_until
+from tests.helpers.poll import holds_for, wait_until
+from tests.tiered.e2e.e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
 from tierlog.protocol.errors import ErrorCode
 
 EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5

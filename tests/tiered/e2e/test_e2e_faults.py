@@ -1,10 +1,10 @@
 """Faults at the storage plugin boundary: a failed copy, a failed delete, oversized custom
 metadata, and a full remote reader queue.
 
-The broker loads ``gated_rsm`` (a directory RSM whose segment reads can be held) from this
-directory; copy/delete/custom-metadata faults are armed through the directory RSM's control
-file. Faults are broker-wide, so each test arms them only while its own topic is the only
-one with work to do.
+The broker loads ``tests.tiered.e2e.gated_rsm`` (a directory RSM whose segment reads can be
+held), with the repository root on its ``PYTHONPATH``; copy/delete/custom-metadata faults
+are armed through the directory RSM's control file. Faults are broker-wide, so each test arms
+them only while its own topic is the only one with work to do.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_helpers import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import holds_for, wait_until
+from tests.tiered.e2e.e2e_helpers import (
     TIERED_OVERRIDES,
     N,
     Seg,
@@ -24,10 +27,7 @@ from e2e_helpers import (
     segments_of,
     value_of,
 )
-from gated_rsm import HOLD_FILE
-
-from helpers.broker import BrokerProcess
-from helpers.poll import holds_for, wait_until
+from tests.tiered.e2e.gated_rsm import HOLD_FILE
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
@@ -36,16 +36,19 @@ EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 QUIET_S = 3.0
 
 
+GATED_RSM = "tests.tiered.e2e.gated_rsm:GatedDirectoryRemoteStorageManager"
+
+
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
     base = tmp_path_factory.mktemp("faulty")
-    here = str(Path(__file__).parent)
-    env = {"PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    root = str(Path(__file__).resolve().parents[3])
+    env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     b = BrokerProcess(
         base,
         {
             **TIERED_OVERRIDES,
-            "remote.log.storage.manager.class.name": "gated_rsm:GatedDirectoryRemoteStorageManager",
+            "remote.log.storage.manager.class.name": GATED_RSM,
             "rsm.config.dir": str(base / "data-remote"),
             "remote.log.reader.threads": "1",
             "remote.log.reader.max.pending.tasks": "1",

@@ -14,11 +14,11 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from e2e_helpers import N, TieredBroker, consume_confluent, recipe, value_of
-from wire_topic_io import WireMetadataTopicIO
 
-from helpers.broker import BrokerProcess, BrokerStartError
-from helpers.poll import wait_until
+from tests.helpers.broker import BrokerProcess, BrokerStartError
+from tests.helpers.poll import wait_until
+from tests.tiered.e2e.e2e_helpers import N, TieredBroker, consume_confluent, recipe, value_of
+from tests.tiered.e2e.wire_topic_io import WireMetadataTopicIO
 from tierlog.tiered.api import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import time
 
-from e2e_helpers import (
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from tests.helpers.poll import wait_until
+from tests.tiered.e2e.e2e_helpers import (
     N,
     Seg,
     TieredBroker,
@@ -15,10 +19,6 @@ from e2e_helpers import (
     segments_of,
     value_of,
 )
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KpTopicPartition
-
-from helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode

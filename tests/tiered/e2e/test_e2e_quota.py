@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from e2e_helpers import (
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.tiered.e2e.e2e_helpers import (
     TIERED_OVERRIDES,
     N,
     TieredBroker,
@@ -18,9 +21,6 @@ from e2e_helpers import (
     segments_of,
     value_of,
 )
-
-from helpers.broker import BrokerProcess
-from helpers.poll import wait_until
 
 QUOTA = "1000"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 
-from e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
-
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
+from tests.tiered.e2e.e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
 from tierlog.protocol.errors import ErrorCode
 
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5

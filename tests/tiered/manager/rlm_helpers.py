@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
-from helpers import poll
+from tests.helpers import poll
 from tierlog.tiered.api import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rlm_helpers import make_stack
 
+from tests.tiered.manager.rlm_helpers import make_stack
 from tierlog.config import load_broker_config
 from tierlog.storage.directory import COPY
 from tierlog.tiered.manager import RemoteLogManagerConfig

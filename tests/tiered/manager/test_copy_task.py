@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from rlm_helpers import TIP, make_stack, wait_until
 
+from tests.tiered.manager.rlm_helpers import TIP, make_stack, wait_until
 from tierlog.log import LogConfig, PartitionLog, SegmentInfo
 from tierlog.storage.directory import COPY, DELETE
 from tierlog.tiered.api import IndexType, RemoteLogSegmentState

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from rlm_helpers import by_epoch, seg
-
+from tests.tiered.manager.rlm_helpers import by_epoch, seg
 from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from tierlog.tiered.manager.expiration import ExpirationPlan, plan_expiration
 from tierlog.tiered.manager.lineage import epoch_entries_in_range

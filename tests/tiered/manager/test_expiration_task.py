@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from rlm_helpers import TIP, Stack, make_stack, wait_until
 
+from tests.tiered.manager.rlm_helpers import TIP, Stack, make_stack, wait_until
 from tierlog.storage.directory import DELETE
 from tierlog.tiered.api import RemoteLogSegmentState
 from tierlog.tiered.manager import StopPartition

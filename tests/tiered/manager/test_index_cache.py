@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from rlm_helpers import TIP
 
+from tests.tiered.manager.rlm_helpers import TIP
 from tierlog.log.index import CorruptIndexError
 from tierlog.storage.directory import FETCH_INDEX, DirectoryRemoteStorageManager
 from tierlog.tiered.api import (

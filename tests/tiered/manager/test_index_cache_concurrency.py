@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from test_index_cache import DEADLINE_S, Remote
 
+from tests.tiered.manager.test_index_cache import DEADLINE_S, Remote
 from tierlog.storage.directory import DirectoryRemoteStorageManager
 from tierlog.tiered.api import (
     IndexType,

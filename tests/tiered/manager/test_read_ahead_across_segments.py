@@ -22,8 +22,8 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from helpers.manual_rlm import tier_everything
-from helpers.poll import wait_until
+from tests.helpers.manual_rlm import tier_everything
+from tests.helpers.poll import wait_until
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches

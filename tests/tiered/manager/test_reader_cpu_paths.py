@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rlm_helpers import Stack, make_stack
 
+from tests.tiered.manager.rlm_helpers import Stack, make_stack
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import RECORDS_OFFSET, iter_records, scan_batches
 from tierlog.storage.directory import FETCH

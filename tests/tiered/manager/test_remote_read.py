@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
 
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
 from tierlog.log import PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
 
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import DirectoryRemoteStorageManager
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead

@@ -6,8 +6,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from rlm_helpers import make_stack
-
+from tests.tiered.manager.rlm_helpers import make_stack
 from tierlog.config import load_broker_config
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches

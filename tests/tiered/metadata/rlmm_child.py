@@ -1,7 +1,8 @@
 """Child process for the kill -9 test: a real log engine + RLMM writing metadata.
 
-Usage: rlmm_child.py DATA_DIR. Writes ``DATA_DIR/expected.bin`` (the state every completed
-mutation produced) once all its mutations completed, then idles until it is killed.
+Usage, from the repository root: ``python -m tests.tiered.metadata.rlmm_child DATA_DIR``.
+Writes ``DATA_DIR/expected.bin`` (the state every completed mutation produced) once all its
+mutations completed, then idles until it is killed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from log_topic_io import LogManagerMetadataTopicIO
-from rlmm_harness import TIPS, make_rlmm, populate, state, wait_until
-
+from tests.tiered.metadata.log_topic_io import LogManagerMetadataTopicIO
+from tests.tiered.metadata.rlmm_harness import TIPS, make_rlmm, populate, state, wait_until
 from tierlog.log import LogConfig, LogManager
 from tierlog.tiered.metadata import serialize
 

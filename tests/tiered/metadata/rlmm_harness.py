@@ -8,8 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from metadata_factories import segment, update
-
+from tests.tiered.metadata.metadata_factories import segment, update
 from tierlog.tiered.api import RemoteLogSegmentState as S
 from tierlog.tiered.api import TopicIdPartition
 from tierlog.tiered.metadata import (

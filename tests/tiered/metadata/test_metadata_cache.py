@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from metadata_factories import segment, update
 
+from tests.tiered.metadata.metadata_factories import segment, update
 from tierlog.tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from metadata_factories import TIP, segment
 
+from tests.tiered.metadata.metadata_factories import TIP, segment
 from tierlog.tiered.api import RemoteLogSegmentId, RemoteResourceNotFoundException
 from tierlog.tiered.metadata.leader_epoch_state import RemoteLogLeaderEpochState
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from metadata_factories import TIP, segment, update
-
+from tests.tiered.metadata.metadata_factories import TIP, segment, update
 from tierlog.tiered.api import RemoteLogSegmentState, TopicIdPartition
 from tierlog.tiered.metadata import RemoteLogMetadataTopicPartitioner, serialize
 from tierlog.tiered.metadata.fold import (

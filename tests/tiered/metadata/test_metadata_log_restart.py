@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from log_topic_io import LogManagerMetadataTopicIO
-from rlmm_harness import TIPS, make_rlmm, state, wait_until
 
+from tests.tiered.metadata.log_topic_io import LogManagerMetadataTopicIO
+from tests.tiered.metadata.rlmm_harness import TIPS, make_rlmm, state, wait_until
 from tierlog.log import LogConfig, LogManager
 from tierlog.tiered.api import TopicIdPartition
 from tierlog.tiered.metadata import (
@@ -24,13 +24,15 @@ from tierlog.tiered.metadata import (
 )
 from tierlog.tiered.metadata.snapshot_file import read_snapshot
 
-HERE = Path(__file__).parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def killed_broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("rlmm-kill")
-    proc = subprocess.Popen([sys.executable, str(HERE / "rlmm_child.py"), str(data)], cwd=HERE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.tiered.metadata.rlmm_child", str(data)], cwd=ROOT
+    )
     try:
         wait_until(
             lambda: (data / "expected.bin").exists() or proc.poll() is not None,

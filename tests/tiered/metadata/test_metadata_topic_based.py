@@ -9,9 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from metadata_factories import segment, update
-from rlmm_harness import TIPS, GatedTopicIO, make_rlmm, populate, state, wait_until
 
+from tests.tiered.metadata.metadata_factories import segment, update
+from tests.tiered.metadata.rlmm_harness import (
+    TIPS,
+    GatedTopicIO,
+    make_rlmm,
+    populate,
+    state,
+    wait_until,
+)
 from tierlog.tiered.api import (
     RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
