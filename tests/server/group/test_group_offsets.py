@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from tests.group.group_helpers import (
+from tests.server.group.group_helpers import (
     GROUP,
     NODE,
     config,

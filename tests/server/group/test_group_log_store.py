@@ -5,7 +5,14 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from tests.group.group_helpers import GROUP, NODE, config, heartbeat, run_async, single_member_group
+from tests.server.group.group_helpers import (
+    GROUP,
+    NODE,
+    config,
+    heartbeat,
+    run_async,
+    single_member_group,
+)
 from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group import OFFSETS_TOPIC, GroupCoordinator, partition_for

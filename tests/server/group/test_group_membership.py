@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.group.group_helpers import (
+from tests.server.group.group_helpers import (
     GROUP,
     RANGE,
     heartbeat,

@@ -1,0 +1,90 @@
+"""Broker config (config.broker): Kafka key names, defaults and synonyms, pass-through of plugin
+keys; an invalid value names its key, at load and at ``tierlog serve`` start-up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tierlog.config import (
+    ConfigError,
+    broker_config_from_sources,
+    effective_topic_config,
+    load_broker_config,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"log.segmnt.bytes": "1"}, "log.segmnt.bytes"),
+        ({"num.partitions": "many"}, "num.partitions"),
+        ({"num.partitions": "0"}, "num.partitions"),
+        ({"log.message.timestamp.type": "Whenever"}, "log.message.timestamp.type"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
+        ({"listeners": "127.0.0.1:9092"}, "listeners"),
+        ({"log.cleanup.policy": "compact"}, "log.cleanup.policy"),
+        ({"log.retention.ms": "1000", "log.local.retention.ms": "2000"}, "log.local.retention.ms"),
+        (
+            {"log.retention.bytes": "10", "log.local.retention.bytes": "-1"},
+            "log.local.retention.bytes",
+        ),
+        (
+            {"remote.log.manager.copier.thread.pool.size": "0"},
+            "remote.log.manager.copier.thread.pool.size",
+        ),
+        (
+            {"rlmm.config.remote.log.metadata.topic.num.partitions": "x"},
+            "rlmm.config.remote.log.metadata.topic.num.partitions",
+        ),
+        ({"remote.log.storage.manager.class.name": ""}, "remote.log.storage.manager.class.name"),
+        (
+            {"remote.log.metadata.manager.listener.name": "NOPE"},
+            "remote.log.metadata.manager.listener.name",
+        ),
+    ],
+)
+def test_invalid_broker_config_names_the_key(raw: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(raw)
+    assert e.value.key == key
+    assert str(e.value).startswith(key)
+
+
+def test_broker_defaults_synonyms_and_passthrough(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("log.retention.hours=24\nrsm.config.bucket=b1\nlog.dirs=/x\n")
+    cfg = broker_config_from_sources(props, ["log.segment.bytes=2048", "rlmm.config.foo=bar"])
+    assert cfg.log_dirs == [Path("/x")]
+    assert cfg.rsm_config == {"bucket": "b1"}
+    assert cfg.rlmm_config == {"foo": "bar"}
+    assert cfg.get("message.max.bytes") == 1048588
+    assert cfg.fetch_max_bytes == 57_671_680  # Kafka's 55 MiB
+    assert cfg.with_overrides({"fetch.max.bytes": "4096"}).fetch_max_bytes == 4096
+    eff = effective_topic_config({}, cfg)
+    assert eff["retention.ms"] == 24 * 3600 * 1000
+    assert eff["segment.bytes"] == 2048
+    assert eff["segment.ms"] == 7 * 24 * 3600 * 1000
+
+
+def test_serve_refuses_unknown_key_at_startup(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "serve",
+            "--override",
+            "log.dirs=" + str(tmp_path),
+            "--override",
+            "log.retention.hourz=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "log.retention.hourz" in out.stderr

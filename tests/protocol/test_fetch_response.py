@@ -1,0 +1,49 @@
+"""The zero-copy Fetch response encoder (protocol.fetch_response) against kio's decoding."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.codec import (
+    decode_response,
+)
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_response_matches_kio_decoding(version: int) -> None:
+    tid = uuid.uuid4()
+    records = [b"\x01" * 10, memoryview(b"\x02" * 7)]
+    topics = [
+        FetchTopic(
+            "topic-a",
+            tid,
+            [
+                FetchPartition(0, 0, 100, 90, 5, None, -1, records, 17),
+                FetchPartition(1, int(ErrorCode.OFFSET_OUT_OF_RANGE), 3, 3, 0, [(9, 4)]),
+            ],
+        )
+    ]
+    buffers, size = encode_fetch_response(version, 99, topics, session_id=0)
+    wire = b"".join(bytes(b) for b in buffers)
+    assert len(wire) == size
+    assert any(b is records[1] for b in buffers)  # the record memoryview is not copied
+    corr, body = decode_response(ApiKey.FETCH, version, wire[4:])
+    assert corr == 99
+    t = body.responses[0]
+    if version >= 13:
+        assert t.topic_id == tid
+    else:
+        assert t.topic == "topic-a"
+    p0, p1 = t.partitions
+    assert (p0.high_watermark, p0.last_stable_offset) == (100, 90)
+    assert p0.records == b"\x01" * 10 + b"\x02" * 7
+    if version >= 5:
+        assert p0.log_start_offset == 5
+    assert p1.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert [(a.producer_id, a.first_offset) for a in p1.aborted_transactions] == [(9, 4)]
+    assert not p1.records
