@@ -10,11 +10,14 @@ T = TypeVar("T")
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.02, what: str = ""
+    predicate: Callable[[], T | None],
+    timeout_s: float = 30.0,
+    interval_s: float = 0.02,
+    what: str = "",
 ) -> T:
     """Call ``predicate`` until it returns a truthy value; return it, or fail at the deadline."""
     deadline = time.monotonic() + timeout_s
-    last: T = predicate()
+    last = predicate()
     while not last:
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}")

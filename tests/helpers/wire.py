@@ -1,12 +1,31 @@
 """Raw wire-protocol access for tests: arbitrary bytes on a socket (typed requests go through
-``tierlog.client.WireConnection``)."""
+``tierlog.client.WireConnection``), the fields of hand-built Fetch requests, the records
+of a Fetch response, and ListOffsets' special timestamps."""
 
 from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["connection_closed", "frame", "raw_connection"]
+from tierlog.protocol.records import iter_records, scan_batches
+
+__all__ = [
+    "EARLIEST",
+    "EARLIEST_LOCAL",
+    "LATEST",
+    "LATEST_TIERED",
+    "connection_closed",
+    "fetch_fields",
+    "fetch_partition",
+    "frame",
+    "offsets_and_values",
+    "raw_connection",
+]
+
+#: ListOffsets' special timestamps (KIP-405 added the last two, in versions 8 and 9).
+LATEST, EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -4, -5
 
 
 def raw_connection(host_port: tuple[str, int], timeout_s: float = 10.0) -> socket.socket:
@@ -29,3 +48,50 @@ def connection_closed(sock: socket.socket, timeout_s: float = 10.0) -> bool:
 
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
+
+
+def fetch_partition(partition: int, offset: int, max_bytes: int = 1 << 20) -> dict[str, int]:
+    """One partition of a Fetch v12 request as a consumer sends it: no leader epoch, no log
+    start offset, no last fetched epoch (-1 each)."""
+    return {
+        "partition": partition,
+        "fetch_offset": offset,
+        "partition_max_bytes": max_bytes,
+        "current_leader_epoch": -1,
+        "log_start_offset": -1,
+        "last_fetched_epoch": -1,
+    }
+
+
+def fetch_fields(
+    topics: Mapping[str, Sequence[Mapping[str, int]]],
+    *,
+    max_bytes: int,
+    max_wait: int = 0,
+    min_bytes: int = 0,
+    replica_id: int = -1,
+) -> dict[str, Any]:
+    """The fields of a sessionless, read-uncommitted Fetch v12 request of ``topics`` (name ->
+    ``fetch_partition`` entries): ``WireConnection.call(ApiKey.FETCH, 12, **fields)``, or
+    ``mk(request_schema(ApiKey.FETCH, 12), **fields)`` to encode it by hand."""
+    return {
+        "replica_id": replica_id,
+        "max_wait": max_wait,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def offsets_and_values(records: bytes) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every record of ``records``, the whole batches of a Fetch response."""
+    return [
+        (r.offset, r.value)
+        for h in scan_batches(records)
+        for r in iter_records(records[h.position : h.end])
+    ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.log.log_helpers import ManagerFactory, batch, new_log
+from tests.log.log_helpers import ManagerFactory, ManualClock, batch, new_log
 from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 
@@ -77,7 +77,9 @@ def test_offset_for_timestamp_inside_a_batch(make_manager: ManagerFactory) -> No
     assert part.offset_for_max_timestamp() == (3, BASE_TS + 9, 2)
 
 
-def test_log_append_time_sets_batch_timestamp(make_manager: ManagerFactory, clock) -> None:  # type: ignore[no-untyped-def]
+def test_log_append_time_sets_batch_timestamp(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
     part = new_log(make_manager(LogConfig(message_timestamp_type="LogAppendTime")))
     result = part.append_as_leader(batch(3, ts=5), leader_epoch=0)
     assert result.log_append_time_ms == clock.now

@@ -14,7 +14,7 @@ from tests.log.log_helpers import TP, ManagerFactory, batch, new_log
 from tierlog.log import LogConfig, PartitionLog
 from tierlog.log.checkpoint import read_epoch_checkpoint
 from tierlog.log.leader_epoch import EpochEntry
-from tierlog.protocol.records import iter_records, scan_batches
+from tierlog.protocol.records import Record, iter_records, scan_batches
 
 
 def crash(mgr_logs: list[PartitionLog]) -> None:
@@ -90,8 +90,8 @@ def test_segments_after_a_corrupt_one_are_dropped(
     assert offsets == list(range(part2.log_end_offset))
 
 
-def iter_records_all(data: bytes) -> list:  # type: ignore[type-arg]
-    out = []
+def iter_records_all(data: bytes) -> list[Record]:
+    out: list[Record] = []
     for h in scan_batches(data):
         out.extend(iter_records(data, h))
     return out

@@ -151,6 +151,6 @@ def test_a_sliced_retention_pass_skips_a_log_deleted_between_its_steps(
     assert len(rest) == 2  # every partition of the snapshot gets its step
     assert not [r for r in caplog.records if "retention pass failed" in r.getMessage()]
     for tp in tps:
-        part = mgr.get_log(tp)
-        if part is not None:
-            assert len(part.segments()) == 1  # size retention kept only the active segment
+        left = mgr.get_log(tp)
+        if left is not None:
+            assert len(left.segments()) == 1  # size retention kept only the active segment

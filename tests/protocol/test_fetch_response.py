@@ -7,9 +7,7 @@ import uuid
 import pytest
 
 from tierlog.protocol.api_keys import ApiKey
-from tierlog.protocol.codec import (
-    decode_response,
-)
+from tierlog.protocol.codec import decode_response
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
 
@@ -17,7 +15,7 @@ from tierlog.protocol.fetch_response import FetchPartition, FetchTopic, encode_f
 @pytest.mark.parametrize("version", range(4, 18))
 def test_fetch_response_matches_kio_decoding(version: int) -> None:
     tid = uuid.uuid4()
-    records = [b"\x01" * 10, memoryview(b"\x02" * 7)]
+    records: list[bytes | memoryview] = [b"\x01" * 10, memoryview(b"\x02" * 7)]
     topics = [
         FetchTopic(
             "topic-a",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 
 from tierlog.protocol.api_keys import ApiKey
-from tierlog.protocol.codec import (
-    decode_response,
-)
+from tierlog.protocol.codec import decode_response
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.versions import ADVERTISED, api_versions_fallback
 
@@ -17,8 +15,10 @@ def test_kip511_fallback_is_v0_with_unsupported_version_and_ranges() -> None:
     corr, body = decode_response(ApiKey.API_VERSIONS, 0, wire[4:])
     assert corr == 55
     assert isinstance(body, ApiVersionsV0)
-    assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
-    got = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+    assert int(body.error_code) == ErrorCode.UNSUPPORTED_VERSION
+    got: dict[int, tuple[int, int]] = {
+        a.api_key: (a.min_version, a.max_version) for a in body.api_keys
+    }
     assert got == ADVERTISED
 
 
@@ -32,5 +32,5 @@ def test_advertised_ranges_cover_the_reference_clients() -> None:
     }
     for client, apis in used.items():
         for key, version in apis.items():
-            lo, hi = ADVERTISED[key]
+            lo, hi = ADVERTISED[ApiKey(key)]
             assert lo <= version <= hi, (client, key, version)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.helpers.wire import offsets_and_values
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 
@@ -333,40 +334,5 @@ def wire_fetch(
     c: WireConnection, topic: str, offset: int, partition: int = 0, max_bytes: int = 1 << 20
 ) -> tuple[int, list[tuple[int, bytes | None]]]:
     """One Fetch v12 of one partition; returns (error code, [(offset, value)])."""
-    from tierlog.protocol.records import iter_records, scan_batches
-
-    r = c.call(
-        ApiKey.FETCH,
-        12,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=0,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "fetch_offset": offset,
-                        "partition_max_bytes": max_bytes,
-                        "current_leader_epoch": -1,
-                        "log_start_offset": -1,
-                        "last_fetched_epoch": -1,
-                    }
-                ],
-            }
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    p = r.responses[0].partitions[0]
-    records = bytes(p.records or b"")
-    out: list[tuple[int, bytes | None]] = []
-    for h in scan_batches(records):
-        for rec in iter_records(records[h.position : h.end]):
-            out.append((rec.offset, rec.value))
-    return int(p.error_code), out
+    error, records = c.fetch_raw(topic, partition, offset, max_bytes)
+    return error, offsets_and_values(records)

@@ -28,6 +28,7 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import fetch_fields, fetch_partition
 from tests.reliability.raw_fuzz import API_VERSIONS, frames, send_and_close, valid_request
 from tests.reliability.rel_helpers import (
     GoodClient,
@@ -91,29 +92,11 @@ def _still_serving(b: BrokerProcess, witness: WireConnection) -> None:
 
 
 def _fetch_request(corr: int, repeat: int = 1, max_bytes: int = 2**31 - 1) -> bytes:
-    cls = request_schema(1, 12)
-    part = {
-        "partition": 0,
-        "fetch_offset": 0,
-        "partition_max_bytes": 2**31 - 1,
-        "current_leader_epoch": -1,
-        "log_start_offset": -1,
-        "last_fetched_epoch": -1,
-    }
-    body = mk(
-        cls,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=1,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[{"topic": "big", "partitions": [part] * repeat}],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    return bytes(encode_request(1, 12, corr, "huge", body))
+    cls = request_schema(ApiKey.FETCH, 12)
+    assert cls is not None
+    partitions = [fetch_partition(0, 0, 2**31 - 1)] * repeat
+    body = mk(cls, **fetch_fields({"big": partitions}, max_bytes=max_bytes, min_bytes=1))
+    return bytes(encode_request(ApiKey.FETCH, 12, corr, "huge", body))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import fetch_fields, fetch_partition, offsets_and_values
 from tests.reliability.rel_helpers import index_of, must_create_topic, produce_values, record
 from tests.reliability.s3_env import (
     Bucket,
@@ -25,7 +26,6 @@ from tests.reliability.s3_env import (
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.records import iter_records, scan_batches
 
 TOPIC = "rot"
 HEALTHY = "fine"
@@ -48,44 +48,12 @@ def _fetch_two(
     c: WireConnection, offset: int, healthy_offset: int
 ) -> dict[str, tuple[int, list[Any]]]:
     """One Fetch v12 naming the damaged topic and a healthy tiered topic."""
-
-    def part(o: int) -> dict[str, int]:
-        return {
-            "partition": 0,
-            "fetch_offset": o,
-            "partition_max_bytes": 1 << 20,
-            "current_leader_epoch": -1,
-            "log_start_offset": -1,
-            "last_fetched_epoch": -1,
-        }
-
-    r = c.call(
-        ApiKey.FETCH,
-        12,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=0,
-        max_bytes=4 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            {"topic": TOPIC, "partitions": [part(offset)]},
-            {"topic": HEALTHY, "partitions": [part(healthy_offset)]},
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    topics = {TOPIC: [fetch_partition(0, offset)], HEALTHY: [fetch_partition(0, healthy_offset)]}
+    r = c.call(ApiKey.FETCH, 12, **fetch_fields(topics, max_bytes=4 << 20))
     out: dict[str, tuple[int, list[Any]]] = {}
     for t in r.responses:
         p = t.partitions[0]
-        data = bytes(p.records or b"")
-        recs = [
-            (rec.offset, rec.value)
-            for h in scan_batches(data)
-            for rec in iter_records(data[h.position : h.end])
-        ]
-        out[t.topic] = (int(p.error_code), recs)
+        out[t.topic] = (int(p.error_code), offsets_and_values(bytes(p.records or b"")))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -151,13 +152,11 @@ def test_admin_rejects_invalid_topics_and_configs(module_broker: BrokerProcess) 
         "cf-local-gt-total": {"retention.ms": "1000", "local.retention.ms": "2000"},
     }
     fs = admin.create_topics([NewTopic(n, 1, 1, config=c) for n, c in cases.items()])
-    errors = {}
+    errors: dict[str, ck.KafkaError] = {}
     for name, f in fs.items():
-        try:
+        with pytest.raises(ck.KafkaException) as e:
             f.result(10)
-            errors[name] = None
-        except ck.KafkaException as e:
-            errors[name] = e.args[0]
+        errors[name] = e.value.args[0]
     assert errors["bad/name"].code() == ck.KafkaError.TOPIC_EXCEPTION
     for name in ("cf-compact", "cf-unknown-key", "cf-local-gt-total"):
         assert errors[name].code() == ck.KafkaError.INVALID_CONFIG, name

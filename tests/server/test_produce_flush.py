@@ -18,6 +18,7 @@ import pytest
 from tierlog.client import WireConnection
 from tierlog.config import load_broker_config
 from tierlog.log import PartitionLog
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch
 from tierlog.server.broker import Broker
@@ -69,7 +70,7 @@ async def broker_with_flushed_topic(tmp_path: Path) -> AsyncIterator[Running]:
 def _produce(c: WireConnection) -> tuple[int, int]:
     batch = build_batch([SimpleRecord(b"durable")], timestamp=int(time.time() * 1000))
     r = c.call(
-        0,
+        ApiKey.PRODUCE,
         9,
         transactional_id=None,
         acks=1,

@@ -3,6 +3,7 @@ APIs we do not serve get Kafka's answers; SIGTERM shuts down cleanly."""
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ def _api_versions_ok(b: BrokerProcess) -> None:
         assert int(r.error_code) == 0
 
 
-def _recv_frame(sock) -> bytes:  # type: ignore[no-untyped-def]
+def _recv_frame(sock: socket.socket) -> bytes:
     def exact(n: int) -> bytes:
         buf = b""
         while len(buf) < n:

@@ -12,13 +12,14 @@ import struct
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from tests.spark.spark_batches import Rec, build
 from tests.spark.spark_plugins import object_store
+from tests.storage.objectstore.objectstore_helpers import SameStoreBackend
 from tierlog.spark.planning import ColdSegment, Slice, split_large_segments
 from tierlog.spark.reader import ReadContext, read_slice
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec, offset_index
+from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     LogSegmentData,
     RemoteLogSegmentId,
@@ -32,20 +33,19 @@ BATCHES, PER_BATCH, VALUE = 40, 50, 2000  # ~100 KB batches, ~4 MB, ~62 chunks
 T0 = 1_700_000_000_000
 
 
-class CountingBackend:
+class CountingBackend(SameStoreBackend):
     """The plugin's backend, counting the `.log` chunks its ranged GETs ask for."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+    def __init__(self, inner: ObjectBackend) -> None:
+        super().__init__(inner)
         self.chunks: Counter[int] = Counter()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def get_range_view(self, key: str, start: int, end: int, object_type: str = "log") -> Any:
+    def get_range_view(
+        self, key: str, start: int, end: int, object_type: str = "log"
+    ) -> memoryview:
         if key.endswith(".log"):
             self.chunks[start // CHUNK] += 1
-        return self._inner.get_range_view(key, start, end, object_type)
+        return super().get_range_view(key, start, end, object_type)
 
 
 def test_split_slices_read_exactly_their_offsets_and_no_chunk_past_their_end(

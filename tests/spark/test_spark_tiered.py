@@ -25,12 +25,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
+from tests.storage.conftest import write_rsa_key_pair
 from tierlog.spark.driver import Catalog
 from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options
@@ -47,7 +47,6 @@ N = 4000
 TAIL = 300  # produced after tiering settled: the hot tail, read through the broker
 T0 = int(time.time() * 1000) - 3_600_000  # recent: older records would meet time retention
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
 
 @dataclass
@@ -63,30 +62,12 @@ class Tiered:
         return [a for k, v in self.secrets.items() for a in ("--rsm-config", f"{k}={v}")]
 
 
-def _key_pair(root: Path) -> tuple[Path, Path]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private, public = root / "k1.pem", root / "k1.pub.pem"
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return public, private
-
-
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
     root = tmp_path_factory.mktemp("tiered-spark")
     bucket = root / "bucket"
     bucket.mkdir()
-    public, private = _key_pair(root)
+    keys = write_rsa_key_pair(root, "k1")
     b = BrokerProcess(
         root / "broker",
         {
@@ -97,8 +78,8 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
             "rsm.config.encryption.enabled": "true",
             "rsm.config.encryption.key.pair.id": "k1",
             "rsm.config.encryption.key.pairs": "k1",
-            "rsm.config.encryption.key.pairs.k1.public.key.file": str(public),
-            "rsm.config.encryption.key.pairs.k1.private.key.file": str(private),
+            "rsm.config.encryption.key.pairs.k1.public.key.file": str(keys.public),
+            "rsm.config.encryption.key.pairs.k1.private.key.file": str(keys.private),
             "remote.log.manager.task.interval.ms": "300",
             "log.retention.check.interval.ms": "300",
             "log.segment.delete.delay.ms": "0",
@@ -106,7 +87,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
         },
     )
     b.start()
-    secrets = {"encryption.key.pairs.k1.private.key.file": str(private)}
+    secrets = {"encryption.key.pairs.k1.private.key.file": str(keys.private)}
     yield Tiered(b, bucket, secrets)
     b.close()
 
@@ -456,7 +437,7 @@ def bucket_options(tiered: Tiered, bootstrap: str) -> dict[str, str]:
     """A job that names the plugin's settings itself: with the broker down (`bootstrap`
     does not answer) it plans from the bucket's manifests."""
     public = Path(tiered.secrets["encryption.key.pairs.k1.private.key.file"]).with_name(
-        "k1.pub.pem"
+        "k1-public.pem"
     )
     return {
         "kafka.bootstrap.servers": bootstrap,

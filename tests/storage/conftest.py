@@ -115,7 +115,7 @@ def moto_s3() -> Iterator[ServerProcess]:
     server.stop()
 
 
-def boto_client(endpoint: str):  # type: ignore[no-untyped-def]
+def boto_client(endpoint: str) -> Any:
     import boto3
 
     return boto3.client(
@@ -171,7 +171,7 @@ def s3_bucket_on() -> Callable[..., dict[str, str]]:
 
 
 @pytest.fixture
-def s3_admin(moto_s3: ServerProcess):  # type: ignore[no-untyped-def]
+def s3_admin(moto_s3: ServerProcess) -> Any:
     """A boto3 S3 client on the moto server, to inspect or tamper with what is stored."""
     return boto_client(moto_s3.endpoint)
 

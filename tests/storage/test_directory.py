@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,11 @@ from tierlog.tiered.api import (
     RemoteLogSegmentState,
     RemoteResourceNotFoundException,
     RemoteStorageException,
-    RemoteStorageManager,
     SupportsInventory,
     SupportsReadAhead,
     SupportsSegmentManifests,
     TopicIdPartition,
-    load_plugin,
+    load_remote_storage_manager,
 )
 
 TIP = TopicIdPartition(uuid.UUID(int=42), "t", 3)
@@ -72,10 +72,10 @@ def segment_files(tmp: Path, *, txn: bool) -> LogSegmentData:
 
 
 @pytest.fixture
-def rsm(tmp_path: Path) -> DirectoryRemoteStorageManager:
+def rsm(tmp_path: Path) -> Iterator[DirectoryRemoteStorageManager]:
     r = DirectoryRemoteStorageManager()
     r.configure({"dir": str(tmp_path / "remote"), "broker.id": "7"})
-    yield r  # type: ignore[misc]
+    yield r
     r.close()
 
 
@@ -186,12 +186,10 @@ def test_wait_for_wakes_on_event(rsm: DirectoryRemoteStorageManager, tmp_path: P
 
 
 def test_loadable_as_plugin(tmp_path: Path) -> None:
-    r = load_plugin(
+    r = load_remote_storage_manager(
         "tierlog.storage.directory:DirectoryRemoteStorageManager",
-        RemoteStorageManager,
         {},
         {"rsm.config.dir": str(tmp_path / "p"), "rsm.config.broker.id": "3"},
-        "rsm.config.",
     )
     assert isinstance(r, DirectoryRemoteStorageManager)
     assert r.broker_id == 3 and r in DirectoryRemoteStorageManager.instances()

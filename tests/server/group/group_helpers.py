@@ -135,3 +135,27 @@ async def single_member_group(c: GroupCoordinator, **kw: Any) -> tuple[str, int]
     synced = await sync(c, joined.member_id, joined.generation_id, {joined.member_id: b"all"})
     assert synced.error_code is ErrorCode.NONE
     return joined.member_id, joined.generation_id
+
+
+async def rebalance_announced(
+    c: GroupCoordinator, member_id: str, generation: int, instance: str | None = None
+) -> None:
+    """Heartbeat as ``member_id`` until the coordinator answers REBALANCE_IN_PROGRESS: the way
+    a member of a Stable group learns that it must rejoin."""
+    await poll_until(
+        lambda: heartbeat(c, member_id, generation, instance),
+        lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS,
+    )
+
+
+async def two_member_group(c: GroupCoordinator, **kw: Any) -> tuple[str, str, int]:
+    """A one-member group joined by a second member (every join with ``kw``) and rebalanced:
+    the first member leads and the leader has synced (assignments ``a`` and ``b``); the
+    second has not synced. Returns (leader id, second member id, generation)."""
+    m1, gen = await single_member_group(c, **kw)
+    join2 = asyncio.create_task(join(c, **kw))
+    await rebalance_announced(c, m1, gen)
+    await join(c, m1, **kw)
+    m2 = (await join2).member_id
+    await sync(c, m1, gen + 1, {m1: b"a", m2: b"b"})
+    return m1, m2, gen + 1

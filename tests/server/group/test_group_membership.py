@@ -9,11 +9,12 @@ from tests.server.group.group_helpers import (
     RANGE,
     heartbeat,
     join,
-    poll_until,
+    rebalance_announced,
     run_async,
     running,
     single_member_group,
     sync,
+    two_member_group,
 )
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.model import (
@@ -56,9 +57,7 @@ async def test_second_member_triggers_rebalance_and_followers_wait_for_leader_sy
         m1, gen1 = await single_member_group(c)
         join2 = asyncio.create_task(join(c, client_id="bob"))
         # The existing member learns about the rebalance through its heartbeat.
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
+        await rebalance_announced(c, m1, gen1)
         rejoin1 = await join(c, m1)
         joined2 = await join2
         assert rejoin1.generation_id == joined2.generation_id == gen1 + 1
@@ -90,16 +89,12 @@ async def test_session_expiry_removes_member_and_rebalances() -> None:
     async with running() as c:
         m1, gen1 = await single_member_group(c, session_timeout_ms=5_000)
         join2 = asyncio.create_task(join(c, client_id="short", session_timeout_ms=200))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
+        await rebalance_announced(c, m1, gen1)
         await join(c, m1, session_timeout_ms=5_000)
         m2 = (await join2).member_id
         await sync(c, m1, gen1 + 1, {m1: b"a", m2: b"b"})
         # m2 never heartbeats again; m1 keeps heartbeating until the coordinator drops m2.
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1 + 1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
+        await rebalance_announced(c, m1, gen1 + 1)
         assert await heartbeat(c, m2, gen1 + 1) is ErrorCode.UNKNOWN_MEMBER_ID
         rejoined = await join(c, m1, session_timeout_ms=5_000)
         assert rejoined.generation_id == gen1 + 2
@@ -122,32 +117,16 @@ async def test_rebalance_timeout_drops_members_that_did_not_rejoin() -> None:
 @run_async
 async def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
     async with running() as c:
-        m1, gen1 = await single_member_group(c, rebalance_timeout_ms=300)
-        join2 = asyncio.create_task(join(c, client_id="b", rebalance_timeout_ms=300))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
-        await join(c, m1, rebalance_timeout_ms=300)
-        m2 = (await join2).member_id
         # Only the leader syncs; m2 never does and is dropped, forcing another rebalance.
-        await sync(c, m1, gen1 + 1, {m1: b"a", m2: b"b"})
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1 + 1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
-        assert await heartbeat(c, m2, gen1 + 1) is ErrorCode.UNKNOWN_MEMBER_ID
+        m1, m2, gen = await two_member_group(c, rebalance_timeout_ms=300)
+        await rebalance_announced(c, m1, gen)
+        assert await heartbeat(c, m2, gen) is ErrorCode.UNKNOWN_MEMBER_ID
 
 
 @run_async
 async def test_leave_group_rebalances_remaining_members_with_new_generation() -> None:
     async with running() as c:
-        m1, gen1 = await single_member_group(c)
-        join2 = asyncio.create_task(join(c))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
-        await join(c, m1)
-        m2 = (await join2).member_id
-        await sync(c, m1, gen1 + 1, {m1: b"a", m2: b"b"})
+        m1, m2, gen = await two_member_group(c)
 
         left = await c.leave_group(
             LeaveGroupRequest(
@@ -160,9 +139,9 @@ async def test_leave_group_rebalances_remaining_members_with_new_generation() ->
             ErrorCode.NONE,
             ErrorCode.UNKNOWN_MEMBER_ID,
         ]
-        assert await heartbeat(c, m1, gen1 + 1) is ErrorCode.REBALANCE_IN_PROGRESS
+        assert await heartbeat(c, m1, gen) is ErrorCode.REBALANCE_IN_PROGRESS
         rejoined = await join(c, m1)
-        assert rejoined.generation_id == gen1 + 2
+        assert rejoined.generation_id == gen + 1
         assert [m.member_id for m in rejoined.members] == [m1]
 
 
@@ -214,18 +193,11 @@ async def test_member_id_required_then_join_with_given_id() -> None:
 @run_async
 async def test_follower_rejoin_with_same_metadata_in_stable_keeps_generation() -> None:
     async with running() as c:
-        m1, gen1 = await single_member_group(c)
-        join2 = asyncio.create_task(join(c))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
-        await join(c, m1)
-        m2 = (await join2).member_id
-        await sync(c, m1, gen1 + 1, {m1: b"a", m2: b"b"})
+        m1, m2, gen = await two_member_group(c)
         again = await join(c, m2)
         assert again.error_code is ErrorCode.NONE
-        assert again.generation_id == gen1 + 1
-        assert await heartbeat(c, m1, gen1 + 1) is ErrorCode.NONE
+        assert again.generation_id == gen
+        assert await heartbeat(c, m1, gen) is ErrorCode.NONE
 
 
 @run_async
@@ -264,10 +236,7 @@ async def test_static_member_rejoin_takes_new_id_and_fences_old_one() -> None:
     async with running() as c:
         leader, gen = await single_member_group(c, group_instance_id="i-leader")
         join2 = asyncio.create_task(join(c, group_instance_id="i-follower"))
-        await poll_until(
-            lambda: heartbeat(c, leader, gen, "i-leader"),
-            lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS,
-        )
+        await rebalance_announced(c, leader, gen, "i-leader")
         await join(c, leader, group_instance_id="i-leader")
         old = (await join2).member_id
         assert old.startswith("i-follower-")
@@ -308,9 +277,7 @@ async def test_unused_member_id_required_expires_and_stops_blocking_the_rebalanc
         ghost = await join(c, require_known_member_id=True, session_timeout_ms=300)
         assert ghost.error_code is ErrorCode.MEMBER_ID_REQUIRED
         join2 = asyncio.create_task(join(c, client_id="b"))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen1), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
+        await rebalance_announced(c, m1, gen1)
         loop = asyncio.get_running_loop()
         started = loop.time()
         rejoined = await join(c, m1)

@@ -11,7 +11,7 @@ from tests.server.group.group_helpers import (
     config,
     heartbeat,
     join,
-    poll_until,
+    rebalance_announced,
     run_async,
     running,
     single_member_group,
@@ -127,9 +127,7 @@ async def test_commit_during_completing_rebalance_is_rejected() -> None:
     async with running() as c:
         m1, gen = await single_member_group(c)
         join2 = asyncio.create_task(join(c))
-        await poll_until(
-            lambda: heartbeat(c, m1, gen), lambda e: e is ErrorCode.REBALANCE_IN_PROGRESS
-        )
+        await rebalance_announced(c, m1, gen)
         # PreparingRebalance still accepts commits from the current generation...
         prep = await c.commit_offsets(commit_req({("t", 0): 1}, generation=gen, member_id=m1))
         assert codes(prep) == [ErrorCode.NONE]

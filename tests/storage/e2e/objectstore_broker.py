@@ -10,6 +10,7 @@ protocol (ListOffsets -4/-5), the partition directory and the bucket itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import urllib.request
@@ -24,10 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 SEGMENT_BYTES = 64 * 1024
 
 #: Broker settings of every test broker: tasks every 500 ms, local segments deleted at once.
@@ -117,7 +118,7 @@ class ObjectStoreBroker:
     def wait_fully_tiered(self, topic: str, partitions: int, timeout_s: float = 90.0) -> None:
         for p in range(partitions):
             wait_until(
-                lambda p=p: self.fully_tiered(topic, p),  # type: ignore[misc]
+                functools.partial(self.fully_tiered, topic, p),
                 timeout_s,
                 interval_s=0.1,
                 what=f"{topic}-{p} fully tiered; local segments {self.local_segments(topic, p)}",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.kcat import consume_kcat
 from tests.storage.e2e.objectstore_broker import (
     ObjectStoreBroker,
     expected_records,
@@ -23,23 +24,6 @@ RECORDS = 2000
 def _remote_root(b: ObjectStoreBroker) -> Path:
     log_dir = Path(b.broker.log_dir)
     return log_dir.with_name(log_dir.name + "-remote")
-
-
-def _kcat(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    out = subprocess.run(
-        [
-            *("kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition)),
-            *("-o", "beginning", "-e", "-q", "-f", "%o %s\\n"),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    rows = []
-    for line in out.splitlines():
-        offset, value = line.split(b" ", 1)
-        rows.append((int(offset), value))
-    return rows
 
 
 def _ring(key_pair: Callable[[str], Any], ids: list[str], active: str) -> dict[str, str]:
@@ -72,7 +56,7 @@ def test_embedded_file_store_tiers_and_kcat_reads_everything_back(
     assert len(manifests) == len(remote_objects(root, ".log")) >= 6
     for p in range(2):
         assert sum(m.parent.name == str(p) for m in manifests) >= 3
-        assert _kcat(b.bootstrap, topic, p) == expected_records(p, RECORDS)
+        assert consume_kcat(b.bootstrap, topic, p, timeout_s=120) == expected_records(p, RECORDS)
 
 
 def test_keys_rewrap_moves_every_segment_to_the_new_key_and_the_old_key_can_go(
@@ -119,4 +103,4 @@ def test_keys_rewrap_moves_every_segment_to_the_new_key_and_the_old_key_can_go(
         {f"rsm.config.{k}": v for k, v in _ring(rsa_key_pair, ["new"], "new").items()}
     )
     b.broker.start()
-    assert _kcat(b.bootstrap, topic, 0) == expected_records(0, RECORDS)
+    assert consume_kcat(b.bootstrap, topic, 0, timeout_s=120) == expected_records(0, RECORDS)

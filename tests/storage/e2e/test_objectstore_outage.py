@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tests.storage.e2e.objectstore_broker import (
-    EARLIEST_LOCAL,
-    LATEST_TIERED,
     ObjectStoreBroker,
     expected_records,
     tiered_topic_configs,

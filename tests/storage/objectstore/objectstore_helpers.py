@@ -1,4 +1,5 @@
-"""Builders shared by the object-store plugin tests: segment files and metadata."""
+"""Builders shared by the object-store plugin tests: segment files and metadata, and a base
+for backends that observe or hold the plugin's object-store requests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from tests.helpers import poll
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     CustomMetadata,
     LogSegmentData,
@@ -22,6 +24,20 @@ from tierlog.tiered.api import (
 
 KiB = 1024
 MiB = 1024 * KiB
+
+
+class SameStoreBackend(ObjectBackend):
+    """A second ``ObjectBackend`` over the store and settings of a plugin's own: a test
+    subclass overrides a request method to observe or hold it (calling ``super()`` to issue
+    it), and installs the instance as the plugin's ``backend``."""
+
+    def __init__(self, inner: ObjectBackend) -> None:
+        super().__init__(
+            inner.store,
+            inner.scheme,
+            part_size=inner.part_size,
+            max_concurrency=inner.max_concurrency,
+        )
 
 
 def record_batch(base_offset: int, payload: bytes, *, codec: int = 0) -> bytes:
@@ -70,11 +86,17 @@ def build_segment(
 
 
 def segment_data(
-    directory: Path, log_bytes: int, *, txn: bool = True, **kwargs: object
+    directory: Path,
+    log_bytes: int,
+    *,
+    txn: bool = True,
+    compressible: bool = True,
+    codec: int = 0,
+    seed: int = 1,
 ) -> tuple[LogSegmentData, bytes]:
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "00000000000000000000.log"
-    data = build_segment(log, log_bytes, **kwargs)  # type: ignore[arg-type]
+    data = build_segment(log, log_bytes, compressible=compressible, codec=codec, seed=seed)
     (directory / "00000000000000000000.index").write_bytes(os.urandom(4096))
     (directory / "00000000000000000000.timeindex").write_bytes(os.urandom(6000))
     (directory / "00000000000000000001.snapshot").write_bytes(os.urandom(300))

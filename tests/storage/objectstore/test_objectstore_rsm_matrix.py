@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.conftest import KeyPairPaths
 from tests.storage.objectstore.objectstore_helpers import (
     MiB,
     encryption_props,
@@ -17,8 +18,14 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_data,
     segment_metadata,
 )
+from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.config import ObjectStoreConfig
-from tierlog.tiered.api import IndexType, LogSegmentData, RemoteResourceNotFoundException
+from tierlog.tiered.api import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteResourceNotFoundException,
+)
 
 SEGMENT_BYTES = 1_500_000 + 333  # not a multiple of any chunk size below
 CHUNK_SIZES = [64 * 1024, 1 * MiB - 1]
@@ -48,7 +55,7 @@ def _ranges(chunk: int, size: int) -> list[tuple[int, int | None]]:
 def test_round_trip(
     tmp_path: Path,
     segment: tuple[LogSegmentData, bytes],
-    rsa_key_pair: Callable[[str], object],
+    rsa_key_pair: Callable[[str], KeyPairPaths],
     chunk: int,
     compress: bool,
     encrypt: bool,
@@ -68,7 +75,7 @@ def test_round_trip(
     }
     if encrypt:
         pair = rsa_key_pair("matrix")
-        props |= encryption_props({"k1": (pair.public, pair.private)}, "k1")  # type: ignore[attr-defined]
+        props |= encryption_props({"k1": (pair.public, pair.private)}, "k1")
     rsm = make_rsm(props)
     try:
         md = segment_metadata(len(data))
@@ -94,8 +101,10 @@ def test_round_trip(
         rsm.close()
 
 
-def _check_indexes(rsm: object, stored: object, lsd: LogSegmentData) -> None:
-    fetch = rsm.fetch_index  # type: ignore[attr-defined]
+def _check_indexes(
+    rsm: ObjectStoreRemoteStorageManager, stored: RemoteLogSegmentMetadata, lsd: LogSegmentData
+) -> None:
+    fetch = rsm.fetch_index
     assert fetch(stored, IndexType.OFFSET).read() == lsd.offset_index.read_bytes()
     assert fetch(stored, IndexType.TIMESTAMP).read() == lsd.time_index.read_bytes()
     assert (

@@ -13,12 +13,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.helpers.poll import holds_for, wait_until
 from tests.storage.objectstore.objectstore_helpers import (
+    SameStoreBackend,
     finished,
     make_rsm,
     segment_data,
@@ -32,12 +32,12 @@ CHUNK = 64 * 1024
 WINDOW = 4  # chunks of read-ahead: prefetch.max.size = WINDOW * CHUNK
 
 
-class GatedBackend:
+class GatedBackend(SameStoreBackend):
     """The plugin's backend with every ``.log`` ranged GET held until its chunk is let
     through; records the GETs issued and the most ever in flight at once."""
 
     def __init__(self, inner: ObjectBackend) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cond = threading.Condition()
         self._open: set[tuple[str, int]] = set()  # (key, chunk) allowed to complete
         self._everything = False
@@ -45,10 +45,9 @@ class GatedBackend:
         self.in_flight: set[tuple[str, int]] = set()
         self.max_in_flight = 0
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def get_range_view(self, key: str, start: int, end: int, object_type: str = "log") -> Any:
+    def get_range_view(
+        self, key: str, start: int, end: int, object_type: str = "log"
+    ) -> memoryview:
         chunk = (key, start // CHUNK)
         with self._cond:
             self.issued[chunk] += 1
@@ -58,7 +57,7 @@ class GatedBackend:
             ok = self._cond.wait_for(lambda: self._everything or chunk in self._open, 20.0)
         try:
             assert ok, f"GET of {chunk} never let through"
-            return self._inner.get_range_view(key, start, end, object_type)
+            return super().get_range_view(key, start, end, object_type)
         finally:
             with self._cond:
                 self.in_flight.discard(chunk)
@@ -107,7 +106,7 @@ def upload(
 
 def gate(rsm: ObjectStoreRemoteStorageManager) -> GatedBackend:
     gated = GatedBackend(rsm.backend)
-    rsm.backend = gated  # type: ignore[assignment]
+    rsm.backend = gated
     return gated
 
 

@@ -24,11 +24,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tierlog.client import WireConnection
 from tierlog.log.names import TopicPartition
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import StorageEvent, read_events, write_faults
 
 #: Records (batches) per segment.
@@ -138,6 +138,20 @@ class TieredBroker:
             r = c.list_offset(topic, partition, timestamp, version=version)
         return r.error_code, r.offset, r.leader_epoch, r.timestamp
 
+    def wait_tiered_up_to(self, topic: str, end: int, partition: int = 0) -> None:
+        """Wait until every record below ``end`` is uploaded and gone from the local tier.
+
+        Producers write ``end + 1`` records: the last one rolls the full segment before it (a
+        segment of N batches rolls on the next append) and stays in the active segment."""
+        wait_until(
+            lambda: (
+                self.list_offsets(topic, partition, LATEST_TIERED)[1] == end - 1
+                and self.list_offsets(topic, partition, EARLIEST_LOCAL)[1] == end
+            ),
+            30,
+            what=f"{topic}-{partition} tiered up to {end}",
+        )
+
     # ---- data ---------------------------------------------------------------------------
     def produce(
         self,
@@ -236,14 +250,6 @@ class TieredBroker:
 def segments_of(count: int, per_segment: int = N) -> list[Seg]:
     """The first ``count`` full segments of a recipe topic."""
     return [Seg(i * per_segment, (i + 1) * per_segment - 1) for i in range(count)]
-
-
-def offsets_and_values(records: bytes) -> list[tuple[int, bytes | None]]:
-    out: list[tuple[int, bytes | None]] = []
-    for h in scan_batches(records):
-        for r in iter_records(records[h.position : h.end]):
-            out.append((r.offset, r.value))
-    return out
 
 
 def tp(topic: str, partition: int = 0) -> TopicPartition:

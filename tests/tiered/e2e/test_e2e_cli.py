@@ -9,9 +9,8 @@ import time
 from typing import Any
 
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST_LOCAL
 from tests.tiered.e2e.e2e_helpers import N, TieredBroker, recipe, segments_of
-
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
 
 def _tierlog(*args: str) -> Any:

@@ -3,24 +3,13 @@
 
 from __future__ import annotations
 
-from tests.helpers.poll import holds_for, wait_until
+from tests.helpers.poll import holds_for
+from tests.helpers.wire import EARLIEST, LATEST_TIERED
 from tests.tiered.e2e.e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
 from tierlog.protocol.errors import ErrorCode
 
-EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -4, -5
 #: Six task intervals: long enough for the copy task to have acted if it were running.
 QUIET_S = 3.0
-
-
-def _tiered_up_to(tb: TieredBroker, topic: str, end: int) -> None:
-    wait_until(
-        lambda: (
-            tb.list_offsets(topic, 0, LATEST_TIERED)[1] == end - 1
-            and tb.list_offsets(topic, 0, EARLIEST_LOCAL)[1] == end
-        ),
-        30,
-        what=f"{topic} tiered up to {end}",
-    )
 
 
 def test_enabling_tiering_on_an_existing_topic_uploads_its_sealed_segments(
@@ -38,7 +27,7 @@ def test_enabling_tiering_on_an_existing_topic_uploads_its_sealed_segments(
     )
     assert code == 0, message
     tiered.wait_segs(topic, "COPY", segments_of(3))
-    _tiered_up_to(tiered, topic, 3 * N)
+    tiered.wait_tiered_up_to(topic, 3 * N)
     assert tiered.local_segments(topic) == [3 * N]
     assert tiered.list_offsets(topic, 0, EARLIEST)[1] == 0
 
@@ -47,7 +36,7 @@ def test_copy_disabled_then_reenabled(tiered: TieredBroker) -> None:
     topic = "copy-disable"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(2 * N + 1))
-    _tiered_up_to(tiered, topic, 2 * N)
+    tiered.wait_tiered_up_to(topic, 2 * N)
     assert tiered.segs(topic, "COPY") == segments_of(2)
 
     # while copy is disabled local.retention.* must follow retention.* (KIP-950)
@@ -71,7 +60,7 @@ def test_copy_disabled_then_reenabled(tiered: TieredBroker) -> None:
     )
     assert code == 0, message
     tiered.wait_segs(topic, "COPY", segments_of(4))
-    _tiered_up_to(tiered, topic, 4 * N)
+    tiered.wait_tiered_up_to(topic, 4 * N)
 
 
 def test_disabling_tiering_requires_delete_on_disable_and_deletes_remote_data(
@@ -80,7 +69,7 @@ def test_disabling_tiering_requires_delete_on_disable_and_deletes_remote_data(
     topic = "disable-with-delete"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(3 * N + 1))
-    _tiered_up_to(tiered, topic, 3 * N)
+    tiered.wait_tiered_up_to(topic, 3 * N)
 
     code, _ = tiered.alter(topic, **{"remote.storage.enable": "false"})
     assert code == int(ErrorCode.INVALID_CONFIG)

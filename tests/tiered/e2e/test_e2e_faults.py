@@ -17,12 +17,17 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import holds_for, wait_until
+from tests.helpers.wire import (
+    LATEST_TIERED,
+    fetch_fields,
+    fetch_partition,
+    offsets_and_values,
+)
 from tests.tiered.e2e.e2e_helpers import (
     TIERED_OVERRIDES,
     N,
     Seg,
     TieredBroker,
-    offsets_and_values,
     recipe,
     segments_of,
     value_of,
@@ -32,7 +37,6 @@ from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 QUIET_S = 3.0
 
 
@@ -62,24 +66,13 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
     b.close()
 
 
-def _tiered_up_to(tb: TieredBroker, topic: str, end: int, partition: int = 0) -> None:
-    wait_until(
-        lambda: (
-            tb.list_offsets(topic, partition, LATEST_TIERED)[1] == end - 1
-            and tb.list_offsets(topic, partition, EARLIEST_LOCAL)[1] == end
-        ),
-        30,
-        what=f"{topic}-{partition} tiered up to {end}",
-    )
-
-
 def test_failed_copy_is_cleaned_up_and_retried_with_a_new_segment_id(faulty: TieredBroker) -> None:
     topic = "fault-copy"
     faulty.arm_faults(fail_copy=1)
     faulty.create_topic(topic, 1, recipe())
     faulty.produce(topic, range(N + 1))
     faulty.wait_segs(topic, "COPY", segments_of(1))
-    _tiered_up_to(faulty, topic, N)
+    faulty.wait_tiered_up_to(topic, N)
     events = [(e.type, e.failed, e.segment_id) for e in faulty.events(topic)]
     (_, _, failed_id), (_, _, cleaned_id), (_, _, copied_id) = events[:3]
     assert [(t, f) for t, f, _ in events[:3]] == [
@@ -96,7 +89,7 @@ def test_failed_delete_is_retried(faulty: TieredBroker) -> None:
     topic = "fault-delete"
     faulty.create_topic(topic, 1, recipe())
     faulty.produce(topic, range(2 * N + 1))
-    _tiered_up_to(faulty, topic, 2 * N)
+    faulty.wait_tiered_up_to(topic, 2 * N)
     faulty.arm_faults(fail_delete=1)
     faulty.delete_records(topic, 0, N)
     faulty.wait_segs(topic, "DELETE", segments_of(1))
@@ -142,35 +135,8 @@ def _fetch_from_zero(
     tb: TieredBroker, topic: str, partitions: range
 ) -> dict[int, tuple[int, bytes]]:
     with WireConnection.to_bootstrap(tb.bootstrap) as c:
-        r = c.call(
-            ApiKey.FETCH,
-            12,
-            replica_id=-1,
-            max_wait=0,
-            min_bytes=1,
-            max_bytes=50 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": p,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": 0,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                        for p in partitions
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        topics = {topic: [fetch_partition(p, 0) for p in partitions]}
+        r = c.call(ApiKey.FETCH, 12, **fetch_fields(topics, max_bytes=50 << 20, min_bytes=1))
     return {
         p.partition_index: (int(p.error_code), bytes(p.records or b""))
         for p in r.responses[0].partitions
@@ -185,7 +151,7 @@ def test_full_reader_queue_fails_only_the_partitions_that_did_not_fit(
     for p in range(4):
         faulty.produce(topic, range(N + 1), partition=p)
     for p in range(4):
-        _tiered_up_to(faulty, topic, N, p)
+        faulty.wait_tiered_up_to(topic, N, p)
     hold = faulty.remote_root / HOLD_FILE
     hold.touch()
     try:

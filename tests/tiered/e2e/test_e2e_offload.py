@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
+from tests.helpers.kcat import consume_kcat
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import (
+    EARLIEST_LOCAL,
+    LATEST_TIERED,
+    fetch_fields,
+    fetch_partition,
+    offsets_and_values,
+)
 from tests.tiered.e2e.e2e_helpers import (
     N,
     Seg,
     TieredBroker,
     consume_confluent,
-    offsets_and_values,
     recipe,
     segments_of,
     value_of,
@@ -23,23 +29,6 @@ from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.metrics import METRIC_DOCS
-
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
-
-
-def _wait_fully_tiered(tb: TieredBroker, topic: str, end: int, partition: int = 0) -> None:
-    """Every record below ``end`` is uploaded and gone from the local tier.
-
-    Producers write ``end + 1`` records: the last one rolls the full segment before it (a
-    segment of N batches rolls on the next append) and stays in the active segment."""
-    wait_until(
-        lambda: (
-            tb.list_offsets(topic, partition, LATEST_TIERED)[1] == end - 1
-            and tb.list_offsets(topic, partition, EARLIEST_LOCAL)[1] == end
-        ),
-        30,
-        what=f"{topic}-{partition} fully tiered up to {end}",
-    )
 
 
 def _consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
@@ -58,23 +47,6 @@ def _consume_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple[
         c.close()
 
 
-def _consume_kcat(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    out = subprocess.run(
-        [
-            *("kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0"),
-            *("-o", "beginning", "-e", "-q", "-f", "%o %s\\n"),
-        ],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    rows = []
-    for line in out.splitlines():
-        offset, value = line.split(b" ", 1)
-        rows.append((int(offset), value))
-    return rows
-
-
 def test_offloaded_topic_is_read_whole_by_kcat_confluent_and_kafka_python(
     tiered: TieredBroker,
 ) -> None:
@@ -82,14 +54,14 @@ def test_offloaded_topic_is_read_whole_by_kcat_confluent_and_kafka_python(
     count = 20 * N  # remote; one more record stays local: 99% of the topic is remote
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(count + 1))
-    _wait_fully_tiered(tiered, topic, count)
+    tiered.wait_tiered_up_to(topic, count)
     assert tiered.segs(topic, "COPY") == segments_of(count // N)
     assert tiered.local_segments(topic) == [count]
     expected = [(i, value_of(i)) for i in range(count + 1)]
 
     assert consume_confluent(tiered.bootstrap, topic, count + 1) == expected
     assert _consume_kafka_python(tiered.bootstrap, topic, count + 1) == expected
-    assert _consume_kcat(tiered.bootstrap, topic) == expected
+    assert consume_kcat(tiered.bootstrap, topic) == expected
 
     fetched = {Seg(e.start_offset, e.end_offset) for e in tiered.events(topic, "FETCH")}
     assert fetched == set(segments_of(count // N))
@@ -101,7 +73,7 @@ def test_offload_and_consume_across_a_restart(tiered: TieredBroker) -> None:
     topic = "offload-restart"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(3 * N + 1))
-    _wait_fully_tiered(tiered, topic, 3 * N)
+    tiered.wait_tiered_up_to(topic, 3 * N)
     copies = segments_of(3)
     assert tiered.segs(topic, "COPY") == copies
     assert tiered.metric("tierlog_remote_copy_requests_total", topic=topic) == 3
@@ -124,7 +96,7 @@ def test_offload_and_consume_across_a_restart(tiered: TieredBroker) -> None:
     copies_now = tiered.segs(topic, "COPY")
     # nothing was uploaded twice: the first copy after the restart continues at 3N
     assert copies_now[:3] == copies and copies_now[3].start == 3 * N
-    _wait_fully_tiered(tiered, topic, copies_now[-1].end + 1)
+    tiered.wait_tiered_up_to(topic, copies_now[-1].end + 1)
     expected += [(i, value_of(i)) for i in range(3 * N + 1, 5 * N + 1)]
     assert consume_confluent(tiered.bootstrap, topic, 5 * N + 1) == expected
 
@@ -145,36 +117,13 @@ def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: Tiere
     for p in range(parts):
         tiered.produce(topic, range(2 * N + 1), partition=p)
     for p in range(parts):
-        _wait_fully_tiered(tiered, topic, 2 * N, p)
+        tiered.wait_tiered_up_to(topic, 2 * N, p)
     with WireConnection.to_bootstrap(tiered.bootstrap) as c:
+        topics = {topic: [fetch_partition(p, 0) for p in range(parts)]}
         r = c.call(
             ApiKey.FETCH,
             12,
-            replica_id=-1,
-            max_wait=500,
-            min_bytes=1,
-            max_bytes=50 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": p,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": 0,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                        for p in range(parts)
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+            **fetch_fields(topics, max_bytes=50 << 20, max_wait=500, min_bytes=1),
         )
     got = {p.partition_index: p for p in r.responses[0].partitions}
     assert sorted(got) == list(range(parts))
@@ -190,7 +139,7 @@ def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> Non
     topic = "documented-metrics"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(N + 1))
-    _wait_fully_tiered(tiered, topic, N)
+    tiered.wait_tiered_up_to(topic, N)
     names = tiered.sample_names()
     for doc in METRIC_DOCS:
         if not doc.name.startswith("tierlog_remote_"):
@@ -201,34 +150,8 @@ def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> Non
 
 def _follower_fetch(tb: TieredBroker, topic: str, offset: int) -> tuple[int, int, bytes]:
     with WireConnection.to_bootstrap(tb.bootstrap) as c:
-        r = c.call(
-            ApiKey.FETCH,
-            12,
-            replica_id=1,
-            max_wait=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        topics = {topic: [fetch_partition(0, offset)]}
+        r = c.call(ApiKey.FETCH, 12, **fetch_fields(topics, max_bytes=1 << 20, replica_id=1))
     p = r.responses[0].partitions[0]
     return int(p.error_code), int(p.high_watermark), bytes(p.records or b"")
 
@@ -239,7 +162,7 @@ def test_follower_fetch_below_the_local_log_start_is_told_offset_moved_to_tiered
     topic = "follower-fetch"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(2 * N + 1))
-    _wait_fully_tiered(tiered, topic, 2 * N)
+    tiered.wait_tiered_up_to(topic, 2 * N)
     fetches = len(tiered.events(topic, "FETCH"))
     code, hw, records = _follower_fetch(tiered, topic, 0)
     assert (code, hw, records) == (int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE), 2 * N + 1, b"")

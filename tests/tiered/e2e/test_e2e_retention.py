@@ -6,22 +6,9 @@ from __future__ import annotations
 import time
 
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED
 from tests.tiered.e2e.e2e_helpers import N, Seg, TieredBroker, recipe, segments_of
 from tierlog.protocol.errors import ErrorCode
-
-EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5
-
-
-def _tiered_up_to(tb: TieredBroker, topic: str, end: int) -> None:
-    """Offsets below ``end`` are uploaded and no longer local."""
-    wait_until(
-        lambda: (
-            tb.list_offsets(topic, 0, LATEST_TIERED)[1] == end - 1
-            and tb.list_offsets(topic, 0, EARLIEST_LOCAL)[1] == end
-        ),
-        30,
-        what=f"{topic} tiered up to {end}",
-    )
 
 
 def _remote_segment_size(tb: TieredBroker, topic: str) -> int:
@@ -34,7 +21,7 @@ def test_remote_segments_are_deleted_by_retention_size(tiered: TieredBroker) -> 
     topic = "retention-size"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(4 * N + 1))
-    _tiered_up_to(tiered, topic, 4 * N)
+    tiered.wait_tiered_up_to(topic, 4 * N)
     assert tiered.segs(topic, "DELETE") == []
     seg = _remote_segment_size(tiered, topic)
     local = sum(p.stat().st_size for p in (tiered.broker.log_dir / f"{topic}-0").glob("*.log"))
@@ -63,7 +50,7 @@ def test_remote_segments_are_deleted_by_retention_time(tiered: TieredBroker) -> 
         range(4 * N + 1),
         timestamp_of=lambda i: (hour_ago if i < 2 * N else now) + i,
     )
-    _tiered_up_to(tiered, topic, 4 * N)
+    tiered.wait_tiered_up_to(topic, 4 * N)
     assert tiered.segs(topic, "DELETE") == []
     assert tiered.alter(topic, **{"retention.ms": "600000"})[0] == 0
     tiered.wait_segs(topic, "DELETE", segments_of(2))
@@ -76,7 +63,7 @@ def test_delete_records_deletes_the_remote_segments_below_the_new_log_start(
     topic = "retention-delete-records"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(4 * N + 1))
-    _tiered_up_to(tiered, topic, 4 * N)
+    tiered.wait_tiered_up_to(topic, 4 * N)
     assert tiered.delete_records(topic, 0, 2 * N + 2) == 2 * N + 2
     tiered.wait_segs(topic, "DELETE", segments_of(2))
     assert tiered.list_offsets(topic, 0, EARLIEST)[1] == 2 * N + 2
@@ -88,7 +75,7 @@ def test_topic_deletion_deletes_every_remote_segment(tiered: TieredBroker) -> No
     topic = "retention-topic-delete"
     tiered.create_topic(topic, 1, recipe())
     tiered.produce(topic, range(3 * N + 1))
-    _tiered_up_to(tiered, topic, 3 * N)
+    tiered.wait_tiered_up_to(topic, 3 * N)
     tiered.delete_topic(topic)
     # DeleteTopics returns after the remote data is gone
     assert sorted(tiered.segs(topic, "DELETE"), key=lambda s: s.start) == segments_of(3)
@@ -103,7 +90,7 @@ def test_list_offsets_earliest_local_tiered_latest_and_by_timestamp(
     tiered.create_topic(topic, 1, recipe())
     t0 = int(time.time() * 1000) - 60_000
     tiered.produce(topic, range(3 * N + 1), timestamp_of=lambda i: t0 + 1000 * i)
-    _tiered_up_to(tiered, topic, 3 * N)
+    tiered.wait_tiered_up_to(topic, 3 * N)
 
     assert tiered.list_offsets(topic, 0, EARLIEST) == (0, 0, 0, -1)
     assert tiered.list_offsets(topic, 0, EARLIEST_LOCAL, version=8) == (0, 3 * N, 0, -1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 
@@ -111,7 +112,8 @@ class Stack:
                 self.log.roll()
 
     def remote(self, state: RemoteLogSegmentState | None = None) -> list[RemoteLogSegmentMetadata]:
-        tip = TopicIdPartition(self.log.topic_id, self.tp.topic, self.tp.partition)  # type: ignore[arg-type]
+        assert self.log.topic_id is not None
+        tip = TopicIdPartition(self.log.topic_id, self.tp.topic, self.tp.partition)
         segs = sorted(self.rlmm.list_remote_log_segments(tip), key=lambda s: s.start_offset)
         return [s for s in segs if state is None or s.state is state]
 
@@ -178,3 +180,14 @@ def make_stack(
         rlm.on_leadership_change([lg])
         wait_until(lambda: rlmm.is_ready(TIP), "metadata ready")
     return stack
+
+
+def offload(st: Stack, log: PartitionLog | None = None, n: int = 35) -> None:
+    """Copy the sealed segments of ``log`` (by default the stack's own, after producing ``n``
+    records ten to a segment) and delete them locally: what is left to read is remote."""
+    lg = log or st.log
+    if log is None:
+        st.produce(n, per_segment=10)
+    st.rlm.run_now(lg.tp, "copy")
+    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
+    lg.run_retention()

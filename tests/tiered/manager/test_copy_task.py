@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.tiered.manager.rlm_helpers import TIP, make_stack, wait_until
-from tierlog.log import LogConfig, PartitionLog, SegmentInfo
+from tierlog.log import PartitionLog, SegmentInfo
 from tierlog.storage.directory import COPY, DELETE
 from tierlog.tiered.api import IndexType, RemoteLogSegmentState
 from tierlog.tiered.manager import RemoteLogManager, RemoteLogManagerConfig, StopPartition
@@ -202,7 +202,7 @@ def test_copy_disable_removes_copy_task_and_reenable_restores_it(tmp_path: Path)
     try:
         assert set(st.rlm.tasks_of(st.tp)) == {"copy", "expiration"}
         base = st.log.config
-        st.log.update_config(LogConfig(**{**_fields(base), "remote_log_copy_disable": True}))
+        st.log.update_config(dataclasses.replace(base, remote_log_copy_disable=True))
         st.rlm.on_config_change(st.log)
         assert set(st.rlm.tasks_of(st.tp)) == {"expiration"}
         st.log.update_config(base)
@@ -210,10 +210,6 @@ def test_copy_disable_removes_copy_task_and_reenable_restores_it(tmp_path: Path)
         assert set(st.rlm.tasks_of(st.tp)) == {"copy", "expiration"}
     finally:
         st.close()
-
-
-def _fields(cfg: LogConfig) -> dict[str, object]:
-    return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
 
 
 def test_becoming_follower_swaps_tasks_and_resets_lag(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.tiered.manager.rlm_helpers import by_epoch, seg
-from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tierlog.tiered.api import RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentState
 from tierlog.tiered.manager.expiration import ExpirationPlan, plan_expiration
 from tierlog.tiered.manager.lineage import epoch_entries_in_range
 
@@ -20,7 +20,7 @@ def plan(
     retention_ms: int = -1,
     retention_bytes: int = -1,
     now: int = 1_000_000,
-    being_copied: frozenset[object] = frozenset(),
+    being_copied: frozenset[RemoteLogSegmentId] = frozenset(),
 ) -> ExpirationPlan:
     listed, for_epoch = by_epoch(segments)
     return plan_expiration(
@@ -33,7 +33,7 @@ def plan(
         retention_ms=retention_ms,
         retention_bytes=retention_bytes,
         now_ms=now,
-        being_copied=being_copied,  # type: ignore[arg-type]
+        being_copied=being_copied,
     )
 
 

@@ -6,7 +6,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -110,9 +110,9 @@ def entry_weight(entries: int = 4) -> int:
     return entries * 8 + entries * 12 + len(TXN)
 
 
-def wait_until(cond: object, what: str) -> None:
+def wait_until(cond: Callable[[], object], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    while not cond():  # type: ignore[operator]
+    while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
@@ -299,11 +299,11 @@ def test_hit_not_blocked_by_concurrent_miss(remote: Remote, tmp_path: Path) -> N
     entered = threading.Event()
     real = remote.rsm.fetch_index
 
-    def slow_fetch(md: RemoteLogSegmentMetadata, kind: IndexType) -> BinaryIO:
-        if md == b:
+    def slow_fetch(metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        if metadata == b:
             entered.set()
             release.wait(DEADLINE_S)
-        return real(md, kind)
+        return real(metadata, index_type)
 
     remote.rsm.fetch_index = slow_fetch  # type: ignore[method-assign]
     cache = RemoteIndexCache(tmp_path / "logs", remote.rsm)

@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import pytest
 
 from tests.helpers.manual_rlm import tier_everything
 from tests.helpers.poll import wait_until
+from tests.storage.objectstore.objectstore_helpers import SameStoreBackend
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
@@ -49,21 +50,20 @@ REACH = 2 * WINDOW  # how far a stream may load ahead of its reader
 TIP = TopicIdPartition(uuid.UUID(int=405), "ahead", 0)
 
 
-class RecordingBackend:
+class RecordingBackend(SameStoreBackend):
     """The plugin's backend, recording each ranged GET of a ``.log`` object by chunk."""
 
     def __init__(self, inner: ObjectBackend) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self.gets: Counter[tuple[str, int]] = Counter()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def get_range_view(self, key: str, start: int, end: int, object_type: str = "log") -> Any:
+    def get_range_view(
+        self, key: str, start: int, end: int, object_type: str = "log"
+    ) -> memoryview:
         with self._lock:
             self.gets[(key, start // CHUNK)] += 1
-        return self._inner.get_range_view(key, start, end, object_type)
+        return super().get_range_view(key, start, end, object_type)
 
     def chunks_of(self, key: str) -> set[int]:
         with self._lock:
@@ -133,7 +133,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     )
     rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs")
     backend = RecordingBackend(rsm.backend)
-    rsm.backend = backend  # type: ignore[assignment]
+    rsm.backend = backend
     # start from empty caches: the copy above left nothing in the chunk cache, but the
     # manifests it wrote are not to be taken for warmed ones
     rsm.manifest_cache.clear()
@@ -166,9 +166,13 @@ def test_read_ahead_continues_into_the_next_segment_as_the_reader_nears_the_end(
             continue
         reads_near_the_end += 1
         wanted = set(range(0, (spill - 1) // CHUNK + 1))
+
         # the reader asks for exactly the next segment's part of the reach, no more
+        def next_segment_chunks_requested(wanted: set[int] = wanted) -> bool:
+            return stack.backend.chunks_of(stack.key(second)) >= wanted
+
         wait_until(
-            lambda wanted=wanted: stack.backend.chunks_of(stack.key(second)) >= wanted,
+            next_segment_chunks_requested,
             what=f"chunks {sorted(wanted)} of the next segment requested",
         )
         assert stack.backend.chunks_of(stack.key(second)) == wanted

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiered.manager.rlm_helpers import Stack, make_stack
+from tests.tiered.manager.rlm_helpers import Stack, make_stack, offload
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import RECORDS_OFFSET, iter_records, scan_batches
 from tierlog.storage.directory import FETCH
@@ -23,10 +23,7 @@ from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
 @pytest.fixture
 def st(tmp_path: Path) -> Iterator[Stack]:
     s = make_stack(tmp_path)
-    s.produce(35, per_segment=10)
-    s.rlm.run_now(s.log.tp, "copy")
-    s.log.update_config(dataclasses.replace(s.log.config, local_retention_bytes=1))
-    s.log.run_retention()
+    offload(s)
     assert s.log.local_log_start_offset == 30
     yield s
     s.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,12 +12,12 @@ from typing import BinaryIO
 
 import pytest
 
-from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, offload, wait_until
 from tierlog.log import PartitionLog, TopicPartition
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import FETCH
-from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tierlog.tiered.manager import (
     RemoteFetchRequest,
     RemoteFetchResult,
@@ -24,15 +25,6 @@ from tierlog.tiered.manager import (
     latest_tiered_offset,
 )
 from tierlog.tiered.manager.scheduling import BoundedExecutor, RejectedExecution
-
-
-def offload(st: Stack, log: PartitionLog | None = None, n: int = 35) -> None:
-    lg = log or st.log
-    if log is None:
-        st.produce(n, per_segment=10)
-    st.rlm.run_now(lg.tp, "copy")
-    lg.update_config(dataclasses.replace(lg.config, local_retention_bytes=1))
-    lg.run_retention()
 
 
 @pytest.fixture
@@ -50,7 +42,7 @@ def read(
     return asyncio.run(st.rlm.read_remote(list(reqs), fetch_max_bytes))
 
 
-def offsets(data: bytes) -> list[int]:
+def offsets(data: bytes | memoryview) -> list[int]:
     return [r.offset for h in scan_batches(memoryview(data)) for r in iter_records(data, h)]
 
 
@@ -139,7 +131,7 @@ def test_eight_remote_partitions_in_one_fetch_all_return_data(tmp_path: Path) ->
                 if lg.log_end_offset % 10 == 0:
                     lg.roll()
         for lg in logs:
-            wait_until(lambda lg=lg: st.rlmm.is_ready(_tip(lg)), "metadata ready")
+            wait_until(functools.partial(st.rlmm.is_ready, _tip(lg)), "metadata ready")
             offload(st, lg)
             assert lg.local_log_start_offset == 20
         results = read(st, *(RemoteFetchRequest(lg, 0, 1 << 20) for lg in logs))
@@ -149,9 +141,7 @@ def test_eight_remote_partitions_in_one_fetch_all_return_data(tmp_path: Path) ->
             lg.close()
 
 
-def _tip(lg: PartitionLog) -> object:
-    from tierlog.tiered.api import TopicIdPartition
-
+def _tip(lg: PartitionLog) -> TopicIdPartition:
     assert lg.topic_id is not None
     return TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition)
 
@@ -180,12 +170,12 @@ def test_full_reader_queue_fails_only_that_partition(tmp_path: Path) -> None:
     try:
         offload(st)
         st.rlm._readers.submit(gate.wait, DEADLINE_S)  # occupy the only thread
-        opener = threading.Thread(
-            target=lambda: (
-                wait_until(lambda: st.rlm._readers.in_use == 2, "queued read"),
-                gate.set(),
-            )
-        )
+
+        def open_gate_once_queued() -> None:
+            wait_until(lambda: st.rlm._readers.in_use == 2, "queued read")
+            gate.set()
+
+        opener = threading.Thread(target=open_gate_once_queued)
         opener.start()
         ok, rejected = read(
             st, RemoteFetchRequest(st.log, 0, 1 << 20), RemoteFetchRequest(st.log, 10, 1 << 20)
@@ -220,9 +210,11 @@ def test_slow_remote_read_times_out_empty(tmp_path: Path) -> None:
     gate = threading.Event()
     real = st.rsm.fetch_log_segment
 
-    def slow(md: RemoteLogSegmentMetadata, start: int, end: int | None = None) -> BinaryIO:
+    def slow(
+        metadata: RemoteLogSegmentMetadata, start_position: int, end_position: int | None = None
+    ) -> BinaryIO:
         gate.wait(DEADLINE_S)
-        return real(md, start, end)
+        return real(metadata, start_position, end_position)
 
     try:
         offload(st)

@@ -10,14 +10,13 @@ the real directory storage manager declaring ``SupportsReadAhead``, with a one-b
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, offload, wait_until
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import DirectoryRemoteStorageManager
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead
@@ -66,10 +65,7 @@ class BlockingWarm:
 @pytest.fixture
 def st(tmp_path: Path) -> Iterator[Stack]:
     s = make_stack(tmp_path, rsm=WarmingDirectory())
-    s.produce(35, per_segment=10)
-    s.rlm.run_now(s.log.tp, "copy")
-    s.log.update_config(dataclasses.replace(s.log.config, local_retention_bytes=1))
-    s.log.run_retention()
+    offload(s)
     assert s.log.local_log_start_offset == 30
     yield s
     s.close()

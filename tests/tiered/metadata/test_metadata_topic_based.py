@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -403,7 +403,7 @@ def test_partition_count_mismatch_is_a_clear_startup_error() -> None:
 
 
 class BrokenTopicIO(InMemoryMetadataTopicIO):
-    def ensure_topic(self, num_partitions: int, configs: object) -> int:  # type: ignore[override]
+    def ensure_topic(self, num_partitions: int, configs: Mapping[str, str]) -> int:
         raise OSError("log dir offline")
 
 
