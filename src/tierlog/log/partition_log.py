@@ -755,8 +755,9 @@ class PartitionLog:
             if not self.remote_enabled:
                 log.warning("%s: ignoring highest remote offset on a local log", self.tp)
                 return
-            if offset > self.highest_offset_in_remote_storage:
-                self.highest_offset_in_remote_storage = offset
+            self.highest_offset_in_remote_storage = max(
+                self.highest_offset_in_remote_storage, offset
+            )
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:

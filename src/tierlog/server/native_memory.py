@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 
@@ -26,23 +27,20 @@ M_ARENA_MAX = -8
 ARENAS = 2
 TRIM_INTERVAL_S = 30.0
 
-_libc: ctypes.CDLL | None = None
 
-
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
-    global _libc
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        if name is None:
-            return None
-        try:
-            lib = ctypes.CDLL(name)
-            lib.mallopt  # noqa: B018 - present on glibc only
-            lib.malloc_trim  # noqa: B018
-        except (OSError, AttributeError):
-            return None
-        _libc = lib
-    return _libc
+    """The C library, loaded once, if it is glibc (it has ``mallopt`` and ``malloc_trim``)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        lib.mallopt  # noqa: B018 - present on glibc only
+        lib.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return lib
 
 
 def limit_arenas() -> bool:
