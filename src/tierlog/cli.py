@@ -19,6 +19,7 @@ from tierlog.client import WireConnection
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import ErrorCode
 
 #: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
@@ -111,7 +112,13 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
     dc = c.call(
         ApiKey.DESCRIBE_CONFIGS,
         4,
-        resources=[{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        resources=[
+            {
+                "resource_type": ConfigResourceType.TOPIC,
+                "resource_name": topic,
+                "configuration_keys": None,
+            }
+        ],
         include_synonyms=False,
         include_documentation=False,
     )
@@ -182,7 +189,9 @@ def topics_alter_config(c: WireConnection, a: argparse.Namespace) -> None:
     r = c.call(
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         1,
-        resources=[{"resource_type": 2, "resource_name": a.topic, "configs": ops}],
+        resources=[
+            {"resource_type": ConfigResourceType.TOPIC, "resource_name": a.topic, "configs": ops}
+        ],
         validate_only=False,
     )
     res = r.responses[0]
