@@ -29,6 +29,7 @@ from typing import NamedTuple, TypeVar
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 
 
 class CorruptIndexError(Exception):
@@ -56,6 +57,8 @@ _Index = TypeVar("_Index", bound="_MappedIndex")
 
 class _MappedIndex:
     entry_size = 8
+    #: The key entries are sorted by, at the start of each entry (see ``_floor``).
+    _leading_key = _U32
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
@@ -104,6 +107,33 @@ class _MappedIndex:
     def check_entries(self) -> None:
         """Raise ``CorruptIndexError`` unless every entry is in order."""
         raise NotImplementedError
+
+    def entry(self, n: int) -> OffsetPosition | TimestampOffset:
+        raise NotImplementedError
+
+    def _floor(self, key: int) -> int:
+        """The last entry whose leading key is at most ``key``, or -1: a binary search that
+        reads only the keys it compares, in place."""
+        mm = self._mmap if self._mmap is not None else self._frozen
+        unpack, size = self._leading_key.unpack_from, self.entry_size
+        lo, hi = 0, self._entries - 1
+        found = -1
+        while mm is not None and lo <= hi:
+            mid = (lo + hi) >> 1
+            (at,) = unpack(mm, mid * size)
+            if at <= key:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def truncate_to(self, offset: int) -> None:
+        """Keep only entries below ``offset`` (the log was truncated there)."""
+        n = self._entries
+        while n > 0 and self.entry(n - 1).offset >= offset:
+            n -= 1
+        self._entries = n
 
     @property
     def memory_bytes(self) -> int:
@@ -244,28 +274,10 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, offset: int) -> OffsetPosition:
         """Floor entry for ``offset``, or (base offset, 0) when none is smaller."""
-        mm = self._mmap if self._mmap is not None else self._frozen
-        lo, hi = 0, self._entries - 1
-        target = offset - self.base_offset
-        found = -1
-        while mm is not None and lo <= hi:
-            mid = (lo + hi) >> 1
-            (rel,) = _U32.unpack_from(mm, mid * 8)
-            if rel <= target:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(offset - self.base_offset)
         if found < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        """Keep only entries below ``offset`` (the log was truncated there)."""
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap check (length and last entry), run when a segment is opened."""
@@ -307,6 +319,7 @@ def readable_offset_entries(data: bytes, base_offset: int) -> list[OffsetPositio
 
 class TimeIndex(_MappedIndex):
     entry_size = 12
+    _leading_key = _I64
 
     def entry(self, n: int) -> TimestampOffset:
         ts, rel = _TIME_ENTRY.unpack_from(self._mm(), n * 12)
@@ -334,24 +347,10 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """Last entry with timestamp <= ``timestamp``, or (-1, base offset)."""
-        lo, hi = 0, self._entries - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if self.entry(mid).timestamp <= timestamp:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(timestamp)
         if found < 0:
             return TimestampOffset(-1, self.base_offset)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_end_offset: int) -> None:
         length = self._file_size()
