@@ -8,9 +8,15 @@ they do nothing in a single-process broker.
 from __future__ import annotations
 
 from tierlog.config.definitions import (
+    BOOL,
+    DBL,
+    INT,
+    LIST,
+    LONG,
     LONG_MAX,
+    SHORT,
+    STR,
     ConfigKey,
-    ConfigType,
     KeyRegistry,
     at_least,
     between,
@@ -20,16 +26,6 @@ from tierlog.config.definitions import (
     one_of,
 )
 from tierlog.config.zookeeper_connect import zookeeper_connect_problem
-
-BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.LIST,
-    ConfigType.SHORT,
-)
 
 RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 RLMM_PREFIX_KEY = "remote.log.metadata.manager.impl.prefix"
