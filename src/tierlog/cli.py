@@ -91,24 +91,9 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
             for p in parts:
                 offsets[p][key] = None
             continue
-        lo = c.call(
-            ApiKey.LIST_OFFSETS,
-            version,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                        for p in parts
-                    ],
-                }
-            ],
-        )
-        for p in lo.topics[0].partitions:
-            _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
-            offsets[p.partition_index][key] = int(p.offset)
+        for p, answer in c.list_offsets(topic, parts, ts, version=version).items():
+            _check(answer.error_code, None, f"list offsets {topic}-{p}")
+            offsets[p][key] = answer.offset
     dc = c.call(
         ApiKey.DESCRIBE_CONFIGS,
         4,
