@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from helpers.broker import BrokerProcess
-from helpers.wire import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.handlers.authorized_operations import (
     NOT_REQUESTED,
     SUPPORTED_OPERATIONS,
@@ -31,9 +32,9 @@ def test_table_is_kafkas_supported_operations() -> None:
     assert authorized_operations(ResourceType.GROUP, True) == GROUP_BITS
 
 
-def _create(c: WireClient, name: str) -> None:
+def _create(c: WireConnection, name: str) -> None:
     r = c.call(
-        19,
+        ApiKey.CREATE_TOPICS,
         7,
         topics=[{"name": name, "num_partitions": 1, "replication_factor": 1, "configs": []}],
         timeout=10_000,
@@ -42,7 +43,7 @@ def _create(c: WireClient, name: str) -> None:
     assert int(r.topics[0].error_code) == 0
 
 
-def _metadata(c: WireClient, version: int, topics: list[str], ask: bool) -> Any:
+def _metadata(c: WireConnection, version: int, topics: list[str], ask: bool) -> Any:
     fields: dict[str, Any] = {
         "topics": [{"name": t} for t in topics],
         "allow_auto_topic_creation": False,
@@ -50,11 +51,11 @@ def _metadata(c: WireClient, version: int, topics: list[str], ask: bool) -> Any:
     }
     if version <= 10:
         fields["include_cluster_authorized_operations"] = ask
-    return c.call(3, version, **fields)
+    return c.call(ApiKey.METADATA, version, **fields)
 
 
 def test_metadata_answers_when_asked(module_broker: BrokerProcess) -> None:
-    with WireClient(module_broker.bootstrap) as c:
+    with WireConnection.to_bootstrap(module_broker.bootstrap) as c:
         _create(c, "kip430")
         asked = _metadata(c, 10, ["kip430", "kip430-missing"], True)
         assert [t.topic_authorized_operations for t in asked.topics] == [TOPIC_BITS] * 2
@@ -67,16 +68,26 @@ def test_metadata_answers_when_asked(module_broker: BrokerProcess) -> None:
 
 
 def test_describe_cluster_answers_when_asked(module_broker: BrokerProcess) -> None:
-    with WireClient(module_broker.bootstrap) as c:
+    with WireConnection.to_bootstrap(module_broker.bootstrap) as c:
         for ask, bits in ((True, CLUSTER_BITS), (False, NOT_REQUESTED)):
-            r = c.call(60, 1, include_cluster_authorized_operations=ask, endpoint_type=1)
+            r = c.call(
+                ApiKey.DESCRIBE_CLUSTER,
+                1,
+                include_cluster_authorized_operations=ask,
+                endpoint_type=1,
+            )
             assert r.cluster_authorized_operations == bits
 
 
 def test_describe_groups_answers_when_asked(module_broker: BrokerProcess) -> None:
-    with WireClient(module_broker.bootstrap) as c:
+    with WireConnection.to_bootstrap(module_broker.bootstrap) as c:
         for ask, bits in ((True, GROUP_BITS), (False, NOT_REQUESTED)):
-            r = c.call(15, 5, groups=["kip430-group"], include_authorized_operations=ask)
+            r = c.call(
+                ApiKey.DESCRIBE_GROUPS,
+                5,
+                groups=["kip430-group"],
+                include_authorized_operations=ask,
+            )
             [g] = r.groups
             assert int(g.error_code) == 0
             assert g.authorized_operations == bits
