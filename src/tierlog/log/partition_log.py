@@ -212,7 +212,9 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log_end_offset
+        """The HW: with no transactions nothing below it is unstable, and the LSO never
+        exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
+        return self.high_watermark
 
     @property
     def active_segment(self) -> LogSegment:
