@@ -160,8 +160,9 @@ class _MappedIndex:
         """A sealed index never changes: keep one descriptor per segment (its ``.log``),
         not three. Python's mmap holds a dup of the file's descriptor (``trackfd`` only
         exists from 3.13), so a small sealed index is copied into bytes and unmapped; a
-        large one stays mapped (few segments are that large). Thousands of small untiered
-        segments during a store outage otherwise ran into the fd limit."""
+        large one stays mapped (few segments are that large). With three descriptors each,
+        the thousands of small untiered segments a store outage leaves behind would run into
+        the fd limit."""
         if self._mmap is not None and len(self._mmap) < FREEZE_MAX_BYTES:
             self._frozen = self._mmap[:]
             self._mmap.close()
@@ -214,7 +215,7 @@ class _MappedIndex:
 
         Truncating to zero and growing back gives a sparse, all-zero file without touching
         (and later flushing) every page of a preallocated index: zero-filling a 10 MiB
-        mmap made recovering an empty partition cost ~35 ms.
+        mmap costs ~35 ms per empty partition at recovery.
         """
         self._entries = 0
         current = self._mmap if self._mmap is not None else self._frozen

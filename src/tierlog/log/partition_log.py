@@ -4,8 +4,9 @@ Offsets kept here (spec §1.1):
 
 * ``log_start_offset``: first offset visible to clients, across both tiers;
 * ``local_log_start_offset``: first offset held locally, always >= ``log_start_offset``;
-* ``log_end_offset`` (LEO): next offset to assign; the high watermark and last stable offset
-  equal it in single-node mode (no replicas, no transactions);
+* ``log_end_offset`` (LEO): next offset to assign; in single-node mode (no replicas, no
+  transactions) the high watermark equals it, except that an append whose ``flush.messages``
+  fsync is deferred holds it at that append's first offset until the fsync is done;
 * ``highest_offset_in_remote_storage``: last offset known uploaded, -1 until then, never
   decreasing;
 * ``recovery_point``: everything below it is fsynced and was validated, so recovery after a
@@ -211,7 +212,9 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log_end_offset
+        """The HW: with no transactions nothing below it is unstable, and the LSO never
+        exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
+        return self.high_watermark
 
     @property
     def active_segment(self) -> LogSegment:
@@ -374,9 +377,10 @@ class PartitionLog:
 
         ``required_acks`` is accepted for the contract; with one replica every append is
         fully acknowledged once written. ``single_batch``: a client's Produce (v3 and later)
-        carries exactly one batch per partition, as Kafka enforces; sequence checks assume
-        it (two batches of one producer in one request are checked against the state before
-        the request, so a valid pair was refused and a repeated one appended twice).
+        carries exactly one batch per partition, as Kafka enforces. Sequence checks rely on
+        it: every batch of a request is checked against the producer state from before the
+        request, which is only right with one batch per producer (with two, a valid pair
+        would be refused and a repeated one appended twice).
         ``defer_flush``: an append that reaches ``flush.messages`` does not fsync here (under
         the lock, on the caller's thread) but returns ``flush_offset`` for the caller to
         flush with ``flush_to``; otherwise it fsyncs before returning.
@@ -540,7 +544,7 @@ class PartitionLog:
         active.on_become_inactive()
         # As Kafka (flushUptoOffsetExclusive on its scheduler), the sealed segment and the
         # producer snapshot are made durable later by ``flush_sealed`` on a background
-        # thread: an fsync per roll on the caller (the event loop) stalled every connection.
+        # thread: an fsync per roll on the caller (the event loop) would stall every connection.
         # The recovery point moves only after that flush, so an unclean restart re-validates
         # whatever was not yet durable.
         self.producer_state.last_map_offset = new_base
@@ -663,7 +667,7 @@ class PartitionLog:
         ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
         (Kafka's rule that keeps a consumer from stalling on a large batch).
         """
-        del upper_bound  # HW == LSO == LEO with one replica and no transactions
+        del upper_bound  # no transactions: the LSO bound is the HW bound
         with self._lock:
             segments = list(self._segments)
             bases = list(self._bases)

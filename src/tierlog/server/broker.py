@@ -227,8 +227,8 @@ class Broker:
 
     async def _retention(self) -> None:
         """One retention pass, yielding to the loop every few partitions: it stays on the
-        loop (reads there need no guard against a concurrent segment close), but a pass
-        over 1,000 partitions no longer holds every request for ~100 ms."""
+        loop (reads there need no guard against a concurrent segment close), and a pass
+        over 1,000 partitions (~100 ms of Python) does not hold every request that long."""
         assert self.state is not None
         for i, _ in enumerate(self.state.logs.retention_steps(int(time.time() * 1000))):
             if i % RETENTION_STEP == RETENTION_STEP - 1:
