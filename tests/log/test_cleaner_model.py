@@ -1,6 +1,6 @@
 """Hypothesis model test of log compaction against a pure model of the appended records.
 
-Random streams of keyed updates and tombstones, with random clock steps, rolls and cleanings,
+Random streams of batches of keyed updates and tombstones (in random codecs), with random clock steps, rolls and cleanings,
 under random ``min.compaction.lag.ms``, ``delete.retention.ms``, dirty ratios, segment sizes
 and offset-map sizes (small maps force several passes). After every cleaning:
 
@@ -26,15 +26,18 @@ from log_helpers import TOPIC_ID, TP, ManualClock
 
 from tierlog.log import LogConfig, LogManager
 from tierlog.log.cleaner.offset_map import ENTRY_SIZE
+from tierlog.protocol.records import Compression
 
 KEYS = [b"k%d" % i for i in range(6)]
 
 
 @dataclass(frozen=True)
 class Put:
-    key: bytes
-    value: bytes | None
+    """One batch of updates (and tombstones), written with a codec."""
+
+    items: list[tuple[bytes, bytes | None]]
     advance_ms: int
+    codec: Compression
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,13 @@ class Clean:
 
 puts = st.builds(
     Put,
-    st.sampled_from(KEYS),
-    st.one_of(st.none(), st.binary(min_size=1, max_size=30)),
+    st.lists(
+        st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(min_size=1, max_size=30))),
+        min_size=1,
+        max_size=4,
+    ),
     st.integers(0, 2_000),
+    st.sampled_from([Compression.NONE, Compression.NONE, Compression.GZIP, Compression.ZSTD]),
 )
 ops = st.lists(
     st.one_of(puts, puts, puts, puts, st.just(Roll()), st.builds(Clean, st.integers(0, 20_000))),
@@ -82,7 +89,7 @@ def _check_offsets(rows: list[Row], appended: dict[int, tuple[bytes, bytes | Non
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(ops=ops, cfg=configs, map_keys=st.integers(2, 40))
+@given(ops=ops, cfg=configs, map_keys=st.integers(4, 40))
 def test_cleaning_matches_the_model(ops: list[object], cfg: dict[str, int], map_keys: int) -> None:
     clock = ManualClock()
     config = LogConfig(cleanup_policy=("compact",), file_delete_delay_ms=0, **cfg)  # type: ignore[arg-type]
@@ -99,8 +106,10 @@ def test_cleaning_matches_the_model(ops: list[object], cfg: dict[str, int], map_
             for op in [*ops, Roll(), Clean(0)]:
                 if isinstance(op, Put):
                     clock.advance(op.advance_ms)
-                    res = plog.append_as_leader(keyed_batch([(op.key, op.value)], ts=clock.now), 0)
-                    appended[res.base_offset] = (op.key, op.value, clock.now)
+                    batch = keyed_batch(list(op.items), ts=clock.now, compression=op.codec)
+                    res = plog.append_as_leader(batch, 0)
+                    for i, (key, value) in enumerate(op.items):
+                        appended[res.base_offset + i] = (key, value, clock.now)
                 elif isinstance(op, Roll):
                     plog.roll()
                 elif isinstance(op, Clean):

@@ -240,14 +240,15 @@ class Cleaner:
                         for r in decode_records(data, h)
                         if r.key is not None and h.base_offset + r.offset_delta >= start
                     ]
-                    if omap.is_full(len(keyed)):
-                        if omap.size == 0:
-                            raise OverflowError(
-                                f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
-                                f"than the offset map ({omap.max_entries}); raise "
-                                "log.cleaner.dedupe.buffer.size"
-                            )
-                        return
+                    new_keys = len({r.key for r in keyed})
+                    if omap.is_full(new_keys) and omap.size > 0:
+                        return  # this pass ends before the batch; the next one starts at it
+                    if new_keys >= omap.slots:
+                        raise OverflowError(
+                            f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
+                            f"than the offset map has slots ({omap.slots}); raise "
+                            "log.cleaner.dedupe.buffer.size"
+                        )
                     for r in keyed:
                         assert r.key is not None
                         omap.put(r.key, h.base_offset + r.offset_delta)

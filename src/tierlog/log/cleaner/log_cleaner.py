@@ -195,15 +195,19 @@ class LogCleaner:
 
     def abort(self, tp: TopicPartition) -> None:
         """Stop cleaning ``tp`` and wait until no thread is inside it (topic deletion);
-        its checkpoint entry and uncleanable mark go."""
+        its uncleanable mark goes, and its checkpoint entry is removed from the file."""
         with self._lock:
             if tp in self._in_progress:
                 self._aborting.add(tp)
                 while tp in self._in_progress:
                     self._lock.wait(0.1)
             self._uncleanable.discard(tp)
-            for entries in self._checkpoints.values():
-                entries.pop(tp, None)
+            for log_dir, plog in self._logs():
+                if plog.tp != tp:
+                    continue
+                entries = self._checkpoint_of(log_dir)
+                if entries.pop(tp, None) is not None:
+                    write_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, entries)
 
     @property
     def uncleanable_partitions(self) -> set[TopicPartition]:
