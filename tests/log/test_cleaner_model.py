@@ -1,8 +1,9 @@
 """Hypothesis model test of log compaction against a pure model of the appended records.
 
-Random streams of batches of keyed updates and tombstones (in random codecs), with random clock steps, rolls and cleanings,
-under random ``min.compaction.lag.ms``, ``delete.retention.ms``, dirty ratios, segment sizes
-and offset-map sizes (small maps force several passes). After every cleaning:
+Random streams of batches of keyed updates and tombstones (in random codecs), with random
+clock steps, rolls and cleanings, under random ``min.compaction.lag.ms``,
+``delete.retention.ms``, dirty ratios, segment sizes and offset-map sizes (small maps force
+several passes). After every cleaning:
 
 * every record read from offset 0 is the appended record at that offset (offsets kept);
 * the latest value of every key is there, at its original offset;
