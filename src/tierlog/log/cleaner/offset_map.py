@@ -15,6 +15,7 @@ several passes, each ending at ``latest_offset``.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 
 HASH_SIZE = 16
@@ -34,7 +35,7 @@ class OffsetMap:
                 "log.cleaner.dedupe.buffer.size or lower log.cleaner.threads"
             )
         self._memory = self.slots * ENTRY_SIZE
-        self._table = bytearray(self._memory)
+        self._table = mmap.mmap(-1, self._memory)
         self.size = 0
         self.latest_offset = -1
         """Last offset of the dirty section this map covers; records above it are kept."""
@@ -86,13 +87,18 @@ class OffsetMap:
         return int(_OFFSET.unpack_from(self._table, pos + HASH_SIZE)[0])
 
     def clear(self) -> None:
-        """Empty the map for the next log; the table is reallocated (zeroed lazily by the
-        allocator), which is cheaper than zeroing every touched page from Python."""
-        self._table = bytearray(self._memory)
+        """Empty the map for the next log. The table is an anonymous mapping: a page costs
+        memory only once a key lands in it, and clearing returns every page to the system
+        and maps a fresh zeroed table, instead of zeroing touched pages from Python."""
+        self._table.close()
+        self._table = mmap.mmap(-1, self._memory)
         self.size = 0
         self.latest_offset = -1
         self.lookups = 0
         self.probes = 0
+
+    def close(self) -> None:
+        self._table.close()
 
     @property
     def utilization(self) -> float:

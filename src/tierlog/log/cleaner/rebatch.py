@@ -68,6 +68,11 @@ def delete_horizon(header: BatchHeader) -> int | None:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    if pos >= len(data):
+        raise RecordsError(ErrorCode.CORRUPT_MESSAGE, "varint runs past end of records")
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
     shift = 0
     raw = 0
     while True:
