@@ -214,3 +214,24 @@ def test_offset_map_is_bounded_and_keeps_the_latest_offset() -> None:
     assert m.get(b"key-3") == 500 and m.get(b"key-89") == 89 and m.get(b"other") == -1
     m.clear()
     assert m.size == 0 and m.get(b"key-3") == -1
+
+
+def test_dump_log_shows_the_gaps_of_a_cleaned_segment(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    from tierlog.log import dump_file
+
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(6):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 2), b"v%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.clean_once(worker, clock.now)
+    lines = list(dump_file(plog.segments()[0].log_path))
+    gaps = [line for line in lines if line.startswith("| gap")]
+    assert gaps == ["| gap: offsets 0..3 compacted away"]
+    shallow = [
+        x for x in dump_file(plog.segments()[0].log_path, deep=False) if x.startswith("| gap")
+    ]
+    assert shallow == ["| gap: offsets 0..3 compacted away"]

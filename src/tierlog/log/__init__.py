@@ -12,6 +12,11 @@ Additions to the contract (compatible, all optional):
   ``log_end_offset`` so the caller can tell a remote read from a real out-of-range.
 * ``PartitionLog.offset_for_max_timestamp()`` for ListOffsets -3.
 * ``SegmentInfo.txn_index_path`` may not exist (no transactions yet).
+* Log compaction (``tierlog.log.cleaner``): ``LogManager.start_cleaner(CleanerConfig)``
+  starts the cleaner threads the manager owns (``shutdown`` stops them first),
+  ``LogManager.logs_by_dir()``; ``PartitionLog.replace_segments`` swaps a cleaned segment in
+  and ``PartitionLog.active_producer_last_offsets`` tells the cleaner which batches keep a
+  producer's sequence. A compacted log has offset gaps.
 """
 
 from tierlog.log.config import LogConfig
