@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import clean_fully, keyed_batch, make_cleaner, read_rows
 from log_helpers import TOPIC_ID, TP, ManagerFactory, ManualClock
 
@@ -235,3 +236,18 @@ def test_dump_log_shows_the_gaps_of_a_cleaned_segment(
         x for x in dump_file(plog.segments()[0].log_path, deep=False) if x.startswith("| gap")
     ]
     assert shallow == ["| gap: offsets 0..3 compacted away"]
+
+
+def test_compacted_log_refuses_keyless_records_like_kafka(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    from tierlog.log import LogAppendError
+    from tierlog.protocol.errors import ErrorCode
+
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    with pytest.raises(LogAppendError) as e:
+        plog.append_as_leader(keyed_batch([(b"k", b"1"), (None, b"2")], ts=clock.now), 0)
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert "Compacted topic cannot accept message without key" in str(e.value)
+    assert plog.log_end_offset == 0

@@ -32,6 +32,7 @@ from typing import Literal
 
 from tierlog.fsutil import fsync_dir
 from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from tierlog.log.cleaner.keys import require_keys
 from tierlog.log.cleaner.swap import cleaned_to_swap, recover_interrupted_swap, swap_to_final
 from tierlog.log.config import LogConfig
 from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
@@ -361,6 +362,8 @@ class PartitionLog:
             headers = scan_batches(view)
             for h in headers:
                 validate_client_batch(h)
+            if cfg.compacted:
+                require_keys(view, headers, str(self.tp))
         except RecordsError as exc:
             raise LogAppendError(exc.code, exc.message) from exc
         if single_batch and len(headers) > 1:
