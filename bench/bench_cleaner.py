@@ -113,6 +113,9 @@ def child(data_dir: Path, dedupe: int) -> None:
                 "bytes_after": plog.size,
                 "rss_before_mib": rss_before,
                 "peak_rss_mib": _peak_rss_mib(),
+                "uncleanable": len(cleaner.uncleanable_partitions),
+                "checkpoint": cleaner.checkpointed_offset(TP),
+                "end": plog.segments()[-1].base_offset,
             }
         )
     )
