@@ -18,6 +18,12 @@ opened, and puts the directory back in state 1-before or 4-after, never in betwe
   (``[base, next offset of the swap log)``) are deleted, its index files dropped (they are
   rebuilt from the log on load, since the segment then has no index) and it is renamed to
   ``.log`` (completion).
+
+As in Kafka, completion knows the replaced range only from the swapped-in log itself: if
+cleaning removed every record after some offset of a group, an old segment of that group
+starting past it survives the recovery uncleaned. The log is still a valid compaction of the
+original (that segment only holds records newer than those the cleaned one dropped), and the
+next cleaning removes what it should have.
 """
 
 from __future__ import annotations
