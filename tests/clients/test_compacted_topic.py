@@ -140,6 +140,27 @@ def test_compacted_topic_reads_as_a_table(
             table[key] = (offset, value)
         live = {k: ov for k, ov in table.items() if ov[1] is not None}
         assert live == expected, read.__name__
+    # tombstones go delete.retention.ms after the cleaning that reached them, at the next
+    # cleaning: more updates (to other keys) make the log dirty again
+    reached = _cleaned_up_to(broker)
+    gone = {k for k, (o, v) in latest.items() if v is None and o < reached and k in KEYS[:10]}
+    assert gone, "the writes above leave some tombstones as the latest record of a key"
+    time.sleep(0.3)
+    p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    try:
+        for round_ in range(3):
+            for key in KEYS[10:]:
+                value = b"late-%d-%s" % (round_, key)
+                latest[key] = (p.send(TOPIC, key=key, value=value).get(timeout=30).offset, value)
+    finally:
+        p.close(10)
+    new_end = max(offset for offset, _ in latest.values()) + 1
+    wait_until(lambda: _cleaned_up_to(broker) > reached, timeout_s=60, what="a second cleaning")
+    rows = _read_confluent(broker.bootstrap)
+    assert not {key for _, key, _ in rows} & gone, "expired tombstones are still there"
+    assert {k: (o, v) for o, k, v in rows if v is not None and o < new_end} == {
+        k: ov for k, ov in latest.items() if ov[1] is not None
+    }
     metrics = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
     assert "tierlog_log_cleaner_max_dirty_percent" in metrics
     assert "tierlog_log_cleaner_uncleanable_partitions_count 0.0" in metrics
