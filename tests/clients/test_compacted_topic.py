@@ -52,6 +52,18 @@ def _write_confluent(bootstrap: str, round_: int, latest: Written) -> None:
         assert p.flush(30) == 0
 
 
+def _write_other_keys(bootstrap: str, tag: str, latest: Written) -> None:
+    """Three rounds of values for the keys after the first ten (several segments' worth)."""
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    try:
+        for round_ in range(3):
+            for key in KEYS[10:]:
+                value = b"%s-%d-%s" % (tag.encode(), round_, key)
+                latest[key] = (p.send(TOPIC, key=key, value=value).get(timeout=30).offset, value)
+    finally:
+        p.close(10)
+
+
 def _read_confluent(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
     c = ck.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "reader-ck", "enable.auto.commit": False}
@@ -141,19 +153,17 @@ def test_compacted_topic_reads_as_a_table(
         live = {k: ov for k, ov in table.items() if ov[1] is not None}
         assert live == expected, read.__name__
     # tombstones go delete.retention.ms after the cleaning that reached them, at the next
-    # cleaning: more updates (to other keys) make the log dirty again
-    reached = _cleaned_up_to(broker)
-    gone = {k for k, (o, v) in latest.items() if v is None and o < reached and k in KEYS[:10]}
+    # cleaning: updates to other keys seal the segments holding them and dirty the log again
+    gone = {k for k, (_, v) in latest.items() if v is None and k in KEYS[:10]}
     assert gone, "the writes above leave some tombstones as the latest record of a key"
+    last_tombstone = max(latest[k][0] for k in gone)
+    _write_other_keys(broker.bootstrap, "filler", latest)
+    wait_until(
+        lambda: _cleaned_up_to(broker) > last_tombstone, timeout_s=60, what="tombstones reached"
+    )
+    reached = _cleaned_up_to(broker)
     time.sleep(0.3)
-    p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
-    try:
-        for round_ in range(3):
-            for key in KEYS[10:]:
-                value = b"late-%d-%s" % (round_, key)
-                latest[key] = (p.send(TOPIC, key=key, value=value).get(timeout=30).offset, value)
-    finally:
-        p.close(10)
+    _write_other_keys(broker.bootstrap, "late", latest)
     new_end = max(offset for offset, _ in latest.values()) + 1
     wait_until(lambda: _cleaned_up_to(broker) > reached, timeout_s=60, what="a second cleaning")
     rows = _read_confluent(broker.bootstrap)
