@@ -10,6 +10,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@if [ "$$(id -u)" = "0" ] && ! command -v kcat >/dev/null 2>&1; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; fi
+	@# ZooKeeper (Debian's 3.8 server) for cluster mode and its tests (tests/cluster).
+	@if [ "$$(id -u)" = "0" ] && [ ! -f /usr/share/java/zookeeper.jar ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null; fi
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'

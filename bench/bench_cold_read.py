@@ -70,7 +70,7 @@ import confluent_kafka as ck
 sys.path.insert(0, str(Path(__file__).parent))
 
 from latency_proxy import LatencyProxy
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 
@@ -267,7 +267,7 @@ class RssSampler:
 
 # ---- the wire ----------------------------------------------------------------------------------
 def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> int:
-    with WireClient(bootstrap) as c:
+    with WireConnection.to_bootstrap(bootstrap) as c:
         r = c.list_offset(topic, partition, timestamp)
     if r.error_code != 0:
         raise RuntimeError(f"ListOffsets {timestamp}: error {r.error_code}")
@@ -275,7 +275,7 @@ def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> i
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str]) -> None:
-    with WireClient(bootstrap) as c:
+    with WireConnection.to_bootstrap(bootstrap) as c:
         code, message = c.create_topic(topic, partitions, configs)
     if code != 0:
         raise RuntimeError(f"create topic: {message}")

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tierlog.client import WireConnection, parse_bootstrap
+from tierlog.client import WireConnection
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import ErrorCode
 
 #: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
@@ -27,12 +29,8 @@ EMBEDDED_DEFAULTS = (
 )
 
 
-class WireClient(WireConnection):
-    """The admin commands' connection: the first bootstrap address, client id ``tierlog-cli``."""
-
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
-        host, port = parse_bootstrap(bootstrap)[0]
-        super().__init__(host, port, timeout_s=timeout_s, client_id="tierlog-cli")
+#: The client id (and ApiVersions software name) the admin commands announce.
+CLIENT_ID = "tierlog-cli"
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -52,7 +50,7 @@ def _kv(items: Sequence[str] | None) -> dict[str, str]:
 
 
 # ---- topics ---------------------------------------------------------------------------------
-def topics_create(c: WireClient, a: argparse.Namespace) -> None:
+def topics_create(c: WireConnection, a: argparse.Namespace) -> None:
     code, message = c.create_topic(
         a.topic, a.partitions, _kv(a.config), replication_factor=a.replication_factor
     )
@@ -60,23 +58,23 @@ def topics_create(c: WireClient, a: argparse.Namespace) -> None:
     print(f"Created topic {a.topic}.")
 
 
-def topics_list(c: WireClient, a: argparse.Namespace) -> None:
-    r = c.call(3, 12, topics=None, allow_auto_topic_creation=False)
+def topics_list(c: WireConnection, a: argparse.Namespace) -> None:
+    r = c.call(ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False)
     for t in sorted(r.topics, key=lambda t: t.name or ""):
         print(t.name)
 
 
-def _supports(c: WireClient, api_key: int, version: int) -> bool:
+def _supports(c: WireConnection, api_key: ApiKey, version: int) -> bool:
     """ApiVersions says the broker serves ``version`` of ``api_key``."""
-    r = c.call(18, 3, client_software_name="tierlog-cli", client_software_version="0")
+    r = c.call(ApiKey.API_VERSIONS, 3, client_software_name=CLIENT_ID, client_software_version="0")
     return any(
         int(k.api_key) == api_key and int(k.min_version) <= version <= int(k.max_version)
         for k in r.api_keys
     )
 
 
-def describe(c: WireClient, topic: str) -> dict[str, Any]:
-    md = c.call(3, 12, topics=[{"name": topic}], allow_auto_topic_creation=False)
+def describe(c: WireConnection, topic: str) -> dict[str, Any]:
+    md = c.call(ApiKey.METADATA, 12, topics=[{"name": topic}], allow_auto_topic_creation=False)
     t = md.topics[0]
     _check(t.error_code, None, f"describe {topic}")
     parts = sorted(p.partition_index for p in t.partitions)
@@ -89,32 +87,23 @@ def describe(c: WireClient, topic: str) -> dict[str, Any]:
         (-4, "local_log_start_offset", 9),
         (-5, "latest_tiered_offset", 9),
     ):
-        if version > 7 and not _supports(c, 2, version):
+        if version > 7 and not _supports(c, ApiKey.LIST_OFFSETS, version):
             for p in parts:
                 offsets[p][key] = None
             continue
-        lo = c.call(
-            2,
-            version,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                        for p in parts
-                    ],
-                }
-            ],
-        )
-        for p in lo.topics[0].partitions:
-            _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
-            offsets[p.partition_index][key] = int(p.offset)
+        for p, answer in c.list_offsets(topic, parts, ts, version=version).items():
+            _check(answer.error_code, None, f"list offsets {topic}-{p}")
+            offsets[p][key] = answer.offset
     dc = c.call(
-        32,
+        ApiKey.DESCRIBE_CONFIGS,
         4,
-        resources=[{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        resources=[
+            {
+                "resource_type": ConfigResourceType.TOPIC,
+                "resource_name": topic,
+                "configuration_keys": None,
+            }
+        ],
         include_synonyms=False,
         include_documentation=False,
     )
@@ -141,7 +130,7 @@ def describe(c: WireClient, topic: str) -> dict[str, Any]:
     }
 
 
-def topics_describe(c: WireClient, a: argparse.Namespace) -> None:
+def topics_describe(c: WireConnection, a: argparse.Namespace) -> None:
     d = describe(c, a.topic)
     if a.json:
         print(json.dumps(d, indent=2, sort_keys=True))
@@ -161,7 +150,7 @@ def topics_describe(c: WireClient, a: argparse.Namespace) -> None:
 
 
 # ---- remote ---------------------------------------------------------------------------------
-def remote_segments_cmd(c: WireClient, a: argparse.Namespace) -> None:
+def remote_segments_cmd(c: WireConnection, a: argparse.Namespace) -> None:
     from tierlog.remote_segments import RemoteSegmentsError, remote_segments
 
     try:
@@ -179,13 +168,15 @@ def remote_segments_cmd(c: WireClient, a: argparse.Namespace) -> None:
         )
 
 
-def topics_alter_config(c: WireClient, a: argparse.Namespace) -> None:
+def topics_alter_config(c: WireConnection, a: argparse.Namespace) -> None:
     ops = [{"name": k, "config_operation": 0, "value": v} for k, v in _kv(a.set).items()]
     ops += [{"name": k, "config_operation": 1, "value": None} for k in a.delete or []]
     r = c.call(
-        44,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
         1,
-        resources=[{"resource_type": 2, "resource_name": a.topic, "configs": ops}],
+        resources=[
+            {"resource_type": ConfigResourceType.TOPIC, "resource_name": a.topic, "configs": ops}
+        ],
         validate_only=False,
     )
     res = r.responses[0]
@@ -193,8 +184,8 @@ def topics_alter_config(c: WireClient, a: argparse.Namespace) -> None:
     print(f"Updated configs of {a.topic}.")
 
 
-def topics_delete(c: WireClient, a: argparse.Namespace) -> None:
-    r = c.call(20, 5, topic_names=[a.topic], timeout=30_000)
+def topics_delete(c: WireConnection, a: argparse.Namespace) -> None:
+    r = c.call(ApiKey.DELETE_TOPICS, 5, topic_names=[a.topic], timeout=30_000)
     res = r.responses[0]
     _check(res.error_code, res.error_message, f"delete {a.topic}")
     print(f"Deleted topic {a.topic}.")
@@ -356,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("topics", "remote"):
         try:
-            client = WireClient(args.bootstrap_server)
+            client = WireConnection.to_bootstrap(args.bootstrap_server, client_id=CLIENT_ID)
         except OSError as e:
             print(f"tierlog: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
             return 1

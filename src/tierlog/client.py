@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
 
@@ -60,7 +61,7 @@ class WireConnection:
         host, port = parse_bootstrap(bootstrap)[0]
         return cls(host, port, **kw)
 
-    def request(self, api_key: int, version: int, body: Any) -> Any:
+    def request(self, api_key: ApiKey, version: int, body: Any) -> Any:
         """Send a built kio request entity and return the decoded response entity."""
         self._corr += 1
         self._sock.sendall(encode_request(api_key, version, self._corr, self._client_id, body))
@@ -70,20 +71,21 @@ class WireConnection:
             raise WireError(f"correlation id {corr}, expected {self._corr}")
         return response
 
-    def call(self, api_key: int, version: int, **fields: Any) -> Any:
+    def call(self, api_key: ApiKey, version: int, **fields: Any) -> Any:
         """Like ``request``, building the body from fields (missing ones get Kafka's zeros)."""
         cls = request_schema(api_key, version)
         if cls is None:
-            raise WireError(f"no request schema for api {api_key} v{version}")
+            raise WireError(f"no request schema for {api_key.kafka_name} v{version}")
         return self.request(api_key, version, mk(cls, **fields))
 
-    def list_offset(
-        self, topic: str, partition: int, timestamp: int, *, version: int = 9
-    ) -> ListedOffset:
-        """One ListOffsets lookup (-1 latest, -2 earliest, -3 max timestamp, -4 earliest
-        local, -5 latest tiered, or a timestamp). v9 is the lowest version that knows -5."""
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], timestamp: int, *, version: int = 9
+    ) -> dict[int, ListedOffset]:
+        """One ListOffsets request for ``partitions`` of ``topic``, the same ``timestamp`` for
+        each (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, -5 latest tiered,
+        or a timestamp): each partition's answer. v9 is the lowest version that knows -5."""
         r = self.call(
-            2,
+            ApiKey.LIST_OFFSETS,
             version,
             replica_id=-1,
             isolation_level=0,
@@ -91,17 +93,24 @@ class WireConnection:
                 {
                     "name": topic,
                     "partitions": [
-                        {
-                            "partition_index": partition,
-                            "current_leader_epoch": -1,
-                            "timestamp": timestamp,
-                        }
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                        for p in partitions
                     ],
                 }
             ],
         )
-        p = r.topics[0].partitions[0]
-        return ListedOffset(int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp))
+        return {
+            int(p.partition_index): ListedOffset(
+                int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp)
+            )
+            for p in r.topics[0].partitions
+        }
+
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, version: int = 9
+    ) -> ListedOffset:
+        """``list_offsets`` for one partition."""
+        return self.list_offsets(topic, [partition], timestamp, version=version)[partition]
 
     def fetch_raw(
         self, topic: str, partition: int, offset: int, max_bytes: int = 4 << 20
@@ -111,7 +120,7 @@ class WireConnection:
         Tools need the record batches themselves (control batches included), which stock
         clients never hand out."""
         r = self.call(
-            1,
+            ApiKey.FETCH,
             12,
             replica_id=-1,
             max_wait=0,
@@ -152,7 +161,7 @@ class WireConnection:
     ) -> tuple[int, str | None]:
         """CreateTopics v5 for one topic; returns (error code, error message)."""
         r = self.call(
-            19,
+            ApiKey.CREATE_TOPICS,
             5,
             topics=[
                 {

@@ -13,11 +13,11 @@ import uuid
 from typing import Any
 
 from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
-from tierlog.tiered.metadata.fold import fold_metadata
-from tierlog.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
+from tierlog.tiered.metadata.fold import MetadataLogReader, fold_metadata_partitions
 from tierlog.tiered.metadata.topic_io import METADATA_TOPIC
 
 __all__ = ["RemoteSegmentsError", "remote_segments", "segment_row"]
@@ -30,7 +30,9 @@ class RemoteSegmentsError(RuntimeError):
 
 
 def _metadata(c: WireConnection, topics: list[str]) -> dict[str, Any]:
-    md = c.call(3, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False)
+    md = c.call(
+        ApiKey.METADATA, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
+    )
     return {t.name: t for t in md.topics}
 
 
@@ -43,27 +45,28 @@ def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> in
     return r.offset
 
 
-def _values(c: WireConnection, partition: int) -> list[bytes]:
-    """Every record value of one metadata partition, in offset order."""
-    cursor = _offset(c, METADATA_TOPIC, partition, -2)
-    end = _offset(c, METADATA_TOPIC, partition, -1)
-    out: list[bytes] = []
-    while cursor < end:
-        code, data = c.fetch_raw(METADATA_TOPIC, partition, cursor, FETCH_BYTES)
+class _WireMetadataReader(MetadataLogReader):
+    def __init__(self, c: WireConnection) -> None:
+        self._c = c
+
+    def offsets(self, partition: int) -> tuple[int, int]:
+        start = _offset(self._c, METADATA_TOPIC, partition, -2)
+        return start, _offset(self._c, METADATA_TOPIC, partition, -1)
+
+    def read(
+        self, partition: int, offset: int, end: int
+    ) -> tuple[list[tuple[int, bytes | None]], int]:
+        code, data = self._c.fetch_raw(METADATA_TOPIC, partition, offset, FETCH_BYTES)
         if code != 0:
             raise RemoteSegmentsError(
-                f"fetch {METADATA_TOPIC}-{partition} at {cursor}: {ErrorCode(code).name}"
+                f"fetch {METADATA_TOPIC}-{partition} at {offset}: {ErrorCode(code).name}"
             )
-        nxt = cursor
+        records: list[tuple[int, bytes | None]] = []
+        nxt = offset
         for h in scan_batches(data):
-            for rec in iter_records(data[h.position : h.end]):
-                if rec.offset >= cursor and rec.value is not None:
-                    out.append(rec.value)
+            records.extend((r.offset, r.value) for r in iter_records(data[h.position : h.end]))
             nxt = max(nxt, h.last_offset + 1)
-        if nxt == cursor:
-            break  # nothing readable (should not happen below the end offset)
-        cursor = nxt
-    return out
+        return records, nxt
 
 
 def segment_row(md: RemoteLogSegmentMetadata) -> dict[str, Any]:
@@ -98,14 +101,10 @@ def remote_segments(
             raise RemoteSegmentsError(f"{topic} has no partition {partition}")
         partitions = [partition]
     topic_id = uuid.UUID(str(t.topic_id))
-    partitioner = RemoteLogMetadataTopicPartitioner(len(meta.partitions))
-    by_mp: dict[int, list[TopicIdPartition]] = {}
-    for p in partitions:
-        tip = TopicIdPartition(topic_id, topic, p)
-        by_mp.setdefault(partitioner.metadata_partition(tip), []).append(tip)
-    rows: list[dict[str, Any]] = []
-    for mp, tips in sorted(by_mp.items()):
-        for cache in fold_metadata(_values(c, mp), tips).values():
-            rows.extend(segment_row(md) for md in cache.list_all_remote_log_segments())
+    tips = [TopicIdPartition(topic_id, topic, p) for p in partitions]
+    caches = fold_metadata_partitions(_WireMetadataReader(c), len(meta.partitions), tips)
+    rows = [
+        segment_row(md) for cache in caches.values() for md in cache.list_all_remote_log_segments()
+    ]
     rows.sort(key=lambda r: (r["partition"], r["start_offset"]))
     return rows

@@ -1,13 +1,12 @@
-"""Raw wire-protocol access for tests: typed requests through our codec, or arbitrary bytes."""
+"""Raw wire-protocol access for tests: arbitrary bytes on a socket (typed requests go through
+``tierlog.client.WireConnection``)."""
 
 from __future__ import annotations
 
 import socket
 import struct
 
-from tierlog.cli import WireClient
-
-__all__ = ["WireClient", "connection_closed", "raw_connection"]
+__all__ = ["connection_closed", "frame", "raw_connection"]
 
 
 def raw_connection(host_port: tuple[str, int], timeout_s: float = 10.0) -> socket.socket:

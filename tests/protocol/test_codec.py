@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import has_field, mk
 from tierlog.protocol.codec import (
     MalformedRequest,
@@ -78,7 +79,8 @@ def test_every_advertised_request_round_trips(api_key: int, version: int) -> Non
 @pytest.mark.parametrize(("api_key", "version"), ALL_VERSIONS)
 def test_every_advertised_response_encodes_from_defaults(api_key: int, version: int) -> None:
     cls = response_schema(api_key, version)
-    body = mk(cls, throttle_time=5, error_code=ErrorCode.NOT_COORDINATOR)
+    given = {"throttle_time": 5, "error_code": ErrorCode.NOT_COORDINATOR}
+    body = mk(cls, **{name: value for name, value in given.items() if has_field(cls, name)})
     wire = encode_response(api_key, version, 77, body)
     assert struct.unpack(">i", wire[:4])[0] == len(wire) - 4
     corr, back = decode_response(api_key, version, wire[4:])
@@ -89,7 +91,7 @@ def test_every_advertised_response_encodes_from_defaults(api_key: int, version: 
 def test_metadata_round_trip_with_nested_dicts() -> None:
     tid = uuid.uuid4()
     for version in (1, 9, 12):
-        cls = response_schema(3, version)
+        cls = response_schema(ApiKey.METADATA, version)
         body = mk(
             cls,
             brokers=[{"node_id": 0, "host": "h", "port": 9092, "rack": None}],
@@ -105,7 +107,9 @@ def test_metadata_round_trip_with_nested_dicts() -> None:
                 }
             ],
         )
-        _, back = decode_response(3, version, encode_response(3, version, 1, body)[4:])
+        _, back = decode_response(
+            ApiKey.METADATA, version, encode_response(ApiKey.METADATA, version, 1, body)[4:]
+        )
         assert back.topics[0].name == "t"
         assert back.topics[0].partitions[0].replica_nodes == (0,)
         assert has_field(type(back.topics[0]), "topic_id") == (version >= 10)
@@ -121,7 +125,7 @@ def test_unknown_schema_keeps_correlation_id() -> None:
 
 def test_kip511_fallback_is_v0_with_unsupported_version_and_ranges() -> None:
     wire = api_versions_fallback(55)
-    corr, body = decode_response(18, 0, wire[4:])
+    corr, body = decode_response(ApiKey.API_VERSIONS, 0, wire[4:])
     assert corr == 55
     assert isinstance(body, ApiVersionsV0)
     assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -145,7 +149,7 @@ def test_advertised_ranges_cover_the_reference_clients() -> None:
 
 # ---- guard ------------------------------------------------------------------------------------
 def test_guard_rejects_array_count_beyond_frame() -> None:
-    cls = request_schema(3, 4)
+    cls = request_schema(ApiKey.METADATA, 4)
     assert cls is not None
     # Metadata v4: header v1 then topics array count 2**31-1 and nothing else
     frame_ = struct.pack(">hhih", 3, 4, 1, -1) + struct.pack(">i", 2**31 - 1)
@@ -156,7 +160,7 @@ def test_guard_rejects_array_count_beyond_frame() -> None:
 
 
 def test_guard_rejects_null_for_non_nullable_array() -> None:
-    cls = request_schema(33, 1)  # AlterConfigs: resources is not nullable
+    cls = request_schema(ApiKey.ALTER_CONFIGS, 1)  # AlterConfigs: resources is not nullable
     assert cls is not None
     frame_ = struct.pack(">hhih", 33, 1, 1, -1) + struct.pack(">i", -1) + b"\x00"
     with pytest.raises(FrameBoundsError, match="non-nullable"):
@@ -189,7 +193,7 @@ def test_fetch_response_matches_kio_decoding(version: int) -> None:
     wire = b"".join(bytes(b) for b in buffers)
     assert len(wire) == size
     assert any(b is records[1] for b in buffers)  # the record memoryview is not copied
-    corr, body = decode_response(1, version, wire[4:])
+    corr, body = decode_response(ApiKey.FETCH, version, wire[4:])
     assert corr == 99
     t = body.responses[0]
     if version >= 13:

@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 
 T = TypeVar("T")
 
@@ -140,9 +141,9 @@ def create_topic(
 ) -> tuple[int, str | None]:
     """CreateTopics v5; returns (error code, message) instead of asserting, for the tests
     that expect a refusal."""
-    with WireClient(bootstrap) as c:
+    with WireConnection.to_bootstrap(bootstrap) as c:
         r = c.call(
-            19,
+            ApiKey.CREATE_TOPICS,
             5,
             topics=[
                 {
@@ -310,14 +311,14 @@ class GoodClient:
 
 # ---- raw Produce / Fetch (exact error codes, no client retries) ------------------------------
 def wire_produce(
-    c: WireClient, topic: str, values: list[bytes], partition: int = 0, acks: int = -1
+    c: WireConnection, topic: str, values: list[bytes], partition: int = 0, acks: int = -1
 ) -> tuple[int, int, str | None]:
     """One Produce v9 request with one batch; returns (error code, base offset, message)."""
     from tierlog.protocol.records import build_batch
 
     batch = build_batch(values, timestamp=int(time.time() * 1000))
     r = c.call(
-        0,
+        ApiKey.PRODUCE,
         9,
         transactional_id=None,
         acks=acks,
@@ -329,13 +330,13 @@ def wire_produce(
 
 
 def wire_fetch(
-    c: WireClient, topic: str, offset: int, partition: int = 0, max_bytes: int = 1 << 20
+    c: WireConnection, topic: str, offset: int, partition: int = 0, max_bytes: int = 1 << 20
 ) -> tuple[int, list[tuple[int, bytes | None]]]:
     """One Fetch v12 of one partition; returns (error code, [(offset, value)])."""
     from tierlog.protocol.records import iter_records, scan_batches
 
     r = c.call(
-        1,
+        ApiKey.FETCH,
         12,
         replica_id=-1,
         max_wait=0,

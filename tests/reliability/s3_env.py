@@ -199,13 +199,13 @@ def audit(bootstrap: str, bucket: Bucket, metadata_partitions: int) -> AuditRepo
     operator's audit job, from outside the broker."""
     from rel_helpers import wire_fetch
 
-    from tierlog.cli import WireClient
+    from tierlog.client import WireConnection
     from tierlog.storage.objectstore.layout import kafka_uuid
     from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
     from tierlog.tiered.metadata.serde import deserialize
 
     states: dict[str, str] = {}
-    with WireClient(bootstrap) as c:
+    with WireConnection.to_bootstrap(bootstrap) as c:
         for p in range(metadata_partitions):
             offset = 0
             while True:

@@ -30,7 +30,7 @@ from rel_helpers import (
 )
 
 from helpers.broker import BrokerProcess
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 
 BATCH = 10
@@ -39,7 +39,7 @@ TOPIC = "disk"
 
 def _produce(b: BrokerProcess, start: int, count: int, topic: str = TOPIC) -> None:
     """``count`` records in batches of ``BATCH``, acks=all; offset i holds value_of(i)."""
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         for i in range(start, start + count, BATCH):
             err, base, msg = wire_produce(c, topic, [value_of(j) for j in range(i, i + BATCH)])
             assert err == 0 and base == i, (err, base, msg)
@@ -47,7 +47,7 @@ def _produce(b: BrokerProcess, start: int, count: int, topic: str = TOPIC) -> No
 
 def _read_all(b: BrokerProcess, topic: str = TOPIC) -> list[tuple[int, bytes | None]]:
     out: list[tuple[int, bytes | None]] = []
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         offset = 0
         while True:
             err, recs = wire_fetch(c, topic, offset)
@@ -150,7 +150,7 @@ def test_corrupt_active_segment_tail(disk_broker: BrokerProcess) -> None:
 
 def _check_reads_at(b: BrokerProcess, offsets: list[int]) -> None:
     """A Fetch at each offset returns the batch holding it (index lookups are right)."""
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         for o in offsets:
             err, recs = wire_fetch(c, TOPIC, o, max_bytes=1)
             assert err == 0, (o, ErrorCode(err))
@@ -276,7 +276,7 @@ def test_full_disk_refuses_writes_and_recovers(
     acked = 0
     refused: tuple[int, str | None] | None = None
     t_full = 0.0
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         while refused is None:
             values = [value_of(j, 1000) for j in range(acked, acked + BATCH)]
             err, base, msg = wire_produce(c, TOPIC, values)

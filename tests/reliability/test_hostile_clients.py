@@ -4,12 +4,12 @@ Every test keeps a witness connection that was opened before the abuse and must 
 served afterwards, and measures the broker's RSS from /proc. The broker runs with
 ``socket.request.max.bytes`` = 1 MiB so a partial frame costs at most that much.
 
-Bugs this suite found (regression tests here):
+Regression tests here also guard that:
 
-* a Fetch with ``max_bytes`` near 2**31 naming one partition 20 times built a 770 MB
-  response (now capped at Kafka's broker ``fetch.max.bytes`` default, 55 MiB);
-* a reader that never drains made the broker hold two whole responses per connection (the
-  next request was handled before waiting for the write buffer to drain); now one.
+* a Fetch with ``max_bytes`` near 2**31 naming one partition 20 times gets a response capped
+  at Kafka's broker ``fetch.max.bytes`` default, 55 MiB (uncapped it would be ~770 MB);
+* a reader that never drains makes the broker hold at most one whole response per
+  connection (the next request waits for the write buffer to drain before it is handled).
 """
 
 from __future__ import annotations
@@ -40,13 +40,15 @@ from rel_helpers import (
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.config.broker_keys import BROKER_KEYS
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
-from tierlog.server.handlers.fetch import FETCH_MAX_BYTES
 
 MiB = 2**20
 MAX_FRAME = MiB
+FETCH_MAX_BYTES = int(BROKER_KEYS["fetch.max.bytes"].default)
 HERE = Path(__file__).parent
 
 
@@ -74,15 +76,17 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
 
 
 @pytest.fixture(scope="module")
-def witness(hostile: BrokerProcess) -> Iterator[WireClient]:
-    c = WireClient(hostile.bootstrap)
+def witness(hostile: BrokerProcess) -> Iterator[WireConnection]:
+    c = WireConnection.to_bootstrap(hostile.bootstrap)
     yield c
     c.close()
 
 
-def _still_serving(b: BrokerProcess, witness: WireClient) -> None:
+def _still_serving(b: BrokerProcess, witness: WireConnection) -> None:
     assert b.running, b.stderr[-3000:]
-    r = witness.call(18, 3, client_software_name="witness", client_software_version="1")
+    r = witness.call(
+        ApiKey.API_VERSIONS, 3, client_software_name="witness", client_software_version="1"
+    )
     assert int(r.error_code) == 0
 
 
@@ -150,7 +154,9 @@ def _settled_fds(pid: int) -> int:
 
 
 # ---- malformed input ----------------------------------------------------------------------
-def test_raw_fuzzer_every_api_keeps_broker_up(hostile: BrokerProcess, witness: WireClient) -> None:
+def test_raw_fuzzer_every_api_keeps_broker_up(
+    hostile: BrokerProcess, witness: WireConnection
+) -> None:
     """Random, truncated, bit-flipped, lying-size and headerless frames for every advertised
     (API, version), each on its own connection; the witness is checked after every API."""
     seed = random.randrange(2**32)
@@ -209,7 +215,7 @@ def test_request_dribbled_one_byte_at_a_time_is_answered(hostile: BrokerProcess)
 
 
 # ---- idle connections ---------------------------------------------------------------------
-def test_thousands_of_idle_connections(hostile: BrokerProcess, witness: WireClient) -> None:
+def test_thousands_of_idle_connections(hostile: BrokerProcess, witness: WireConnection) -> None:
     """Idle connections, some holding half a size prefix or half a frame, cost bounded
     memory per connection and are all released when the peers go away."""
     n = scale(2000, 8000)
@@ -277,7 +283,7 @@ def test_slow_readers_hold_at_most_one_response_each(
     hostile = broker_factory({"socket.request.max.bytes": str(MAX_FRAME)})
     must_create_topic(hostile.bootstrap, "big")
     produce_values(hostile.bootstrap, "big", range(24 * 1024), pad=1024)
-    witness = WireClient(hostile.bootstrap)
+    witness = WireConnection.to_bootstrap(hostile.bootstrap)
     n = scale(6, 16)
     response = 24 * MiB
     base_rss = _settled_rss(hostile.pid, "RSS before slow readers")
@@ -285,8 +291,8 @@ def test_slow_readers_hold_at_most_one_response_each(
     try:
         rss = _settled_rss(hostile.pid, "RSS with slow readers", timeout_s=60)
         _still_serving(hostile, witness)
-        with WireClient(hostile.bootstrap) as c:
-            md = c.call(3, 12, topics=None, allow_auto_topic_creation=False)
+        with WireConnection.to_bootstrap(hostile.bootstrap) as c:
+            md = c.call(ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False)
             assert md.brokers[0].port == hostile.host_port[1]
         per_reader = (rss - base_rss) / n
         record(
@@ -336,7 +342,7 @@ def test_huge_max_bytes_fetch_is_capped(hostile: BrokerProcess) -> None:
 
 # ---- throughput under attack --------------------------------------------------------------
 def test_well_behaved_client_keeps_throughput_under_attack(
-    hostile: BrokerProcess, witness: WireClient
+    hostile: BrokerProcess, witness: WireConnection
 ) -> None:
     """Baseline rounds, then the same rounds while idle connections, slow readers, huge
     fetches and a paced raw fuzzer (its own process) run at once. The strict 20% figure is

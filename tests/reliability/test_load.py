@@ -26,7 +26,7 @@ from s3_env import Bucket, ServerProcess, metric, tiered_overrides, tiered_topic
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 
 MiB = 2**20
 
@@ -204,7 +204,7 @@ def test_load_with_continuous_tiering(
     fetched_remote_before = metric(b.metrics_url, "tierlog_remote_fetch_bytes_total")
     t_end = time.monotonic() + duration
     probe_timeouts = 0
-    probe = WireClient(b.bootstrap, timeout_s=10)
+    probe = WireConnection.to_bootstrap(b.bootstrap, timeout_s=10)
     with sample_resources(b.pid, 1.0) as trace:
         while time.monotonic() < t_end:
             if cold:
@@ -216,7 +216,7 @@ def test_load_with_continuous_tiering(
                     # no answer in 10 s: counted (and asserted on below), new connection
                     probe_timeouts += 1
                     probe.close()
-                    probe = WireClient(b.bootstrap, timeout_s=10)
+                    probe = WireConnection.to_bootstrap(b.bootstrap, timeout_s=10)
                     err = -1
                 remote_lat.append(time.monotonic() - t0)
                 remote_err += err != 0

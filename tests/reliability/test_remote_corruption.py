@@ -17,7 +17,8 @@ from s3_env import Bucket, ServerProcess, metric, tiered_overrides, tiered_topic
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 
@@ -38,7 +39,9 @@ def _segment_starts(bucket: Bucket, topic: str) -> dict[int, str]:
     return out
 
 
-def _fetch_two(c: WireClient, offset: int, healthy_offset: int) -> dict[str, tuple[int, list[Any]]]:
+def _fetch_two(
+    c: WireConnection, offset: int, healthy_offset: int
+) -> dict[str, tuple[int, list[Any]]]:
     """One Fetch v12 naming the damaged topic and a healthy tiered topic."""
 
     def part(o: int) -> dict[str, int]:
@@ -52,7 +55,7 @@ def _fetch_two(c: WireClient, offset: int, healthy_offset: int) -> dict[str, tup
         }
 
     r = c.call(
-        1,
+        ApiKey.FETCH,
         12,
         replica_id=-1,
         max_wait=0,
@@ -130,7 +133,7 @@ def test_corrupt_remote_objects_fail_only_the_affected_fetch(
     outcomes: dict[str, str] = {}
     latency: dict[str, float] = {}
     served_before_error: dict[str, int] = {}
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         for how, start in victims.items():
             # read the damaged segment like a consumer from its first offset: intact batches
             # come back in order, then a fetch fails; it never skips past the damage

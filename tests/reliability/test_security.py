@@ -34,7 +34,8 @@ from s3_env import Bucket, ServerProcess, tiered_overrides, tiered_topic_configs
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
 from storage.conftest import write_rsa_key_pair
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 
 HOSTILE_NAMES = [
@@ -66,8 +67,8 @@ def _tree(root: Path) -> set[str]:
 
 
 def _metadata_auto_create(b: BrokerProcess, name: str) -> int:
-    with WireClient(b.bootstrap) as c:
-        md = c.call(3, 12, topics=[{"name": name}], allow_auto_topic_creation=True)
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
+        md = c.call(ApiKey.METADATA, 12, topics=[{"name": name}], allow_auto_topic_creation=True)
     return int(md.topics[0].error_code)
 
 
@@ -83,7 +84,7 @@ def test_topic_names_cannot_escape_the_data_dir(
         code, msg = create_topic(b.bootstrap, name)
         assert code == ErrorCode.INVALID_TOPIC_EXCEPTION, (name, ErrorCode(code), msg)
         assert _metadata_auto_create(b, name) == ErrorCode.INVALID_TOPIC_EXCEPTION, name
-        with WireClient(b.bootstrap) as c:
+        with WireConnection.to_bootstrap(b.bootstrap) as c:
             err, _, _ = wire_produce(c, name, [b"x"])
         assert err != 0, name
         refused += 3
@@ -93,7 +94,7 @@ def test_topic_names_cannot_escape_the_data_dir(
     assert all(Path(p).parent == Path(b.base_dir.name, "data") for p in new), new
     assert all("-0" not in Path(p).name for p in new), new
     assert b.running and "Traceback" not in b.stderr, b.stderr[-3000:]
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         assert wire_produce(c, "canary", [b"still fine"])[0] == 0
     record("security.topic_names", injections=refused, names=len(HOSTILE_NAMES), accepted=0)
 
@@ -152,7 +153,7 @@ def test_remote_objects_unreadable_without_the_key_ring(
         what="the first segment to be uploaded and leave the local tier",
     )
     # the broker with the key ring reads its cold data back
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         err, recs = wire_fetch(c, "secret-data", 0)
     assert err == 0 and recs and recs[0][1] is not None and index_of(recs[0][1]) == 0
     # nothing in the bucket contains the plaintext
@@ -166,7 +167,7 @@ def test_remote_objects_unreadable_without_the_key_ring(
     del b.overrides["rsm.config.encryption.key.pairs.k1.private.key.file"]
     b.start()
     t0 = time.monotonic()
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         err, recs = wire_fetch(c, "secret-data", 0)
     elapsed = time.monotonic() - t0
     assert err != 0 and not recs, (ErrorCode(err), recs[:1])
@@ -201,10 +202,10 @@ def test_secrets_never_appear_in_logs_describe_configs_or_metrics(
     b = broker_factory(overrides)
     must_create_topic(b.bootstrap, "s", 1, tiered_topic_configs())
     produce_values(b.bootstrap, "s", range(1500), pad=200)
-    wait_until(lambda: bucket.object_keys(), 60, interval_s=0.3, what="an upload")
-    with WireClient(b.bootstrap) as c:
+    wait_until(bucket.object_keys, 60, interval_s=0.3, what="an upload")
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         r = c.call(
-            32,
+            ApiKey.DESCRIBE_CONFIGS,
             4,
             resources=[{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
             include_synonyms=True,

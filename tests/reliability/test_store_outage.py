@@ -42,7 +42,7 @@ from s3_env import (
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 
 TOPIC = "outage"
@@ -111,7 +111,7 @@ def test_object_store_outage_and_faults(
     t_down = time.monotonic()
     cold: list[tuple[str, float]] = []
     hot_ok = 0
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         while time.monotonic() - t_down < outage_s:
             produce_values(b.bootstrap, TOPIC, range(produced, produced + PER_ROUND), pad=200)
             produced += PER_ROUND
@@ -137,7 +137,7 @@ def test_object_store_outage_and_faults(
     wait_until(lambda: _copy_lag(b) == 0, 120, interval_s=0.2, what="copy to catch up")
     wait_until(lambda: len(_local_segments(b)) <= 2, 60, interval_s=0.2, what="local cleanup")
     catch_up_s = time.monotonic() - t_back
-    with WireClient(b.bootstrap) as c:
+    with WireConnection.to_bootstrap(b.bootstrap) as c:
         err, recs = wire_fetch(c, TOPIC, cold_offset)
         assert err == 0 and recs and index_of(recs[0][1] or b"") == 0
     # ---- throttling, resets, slowness while producing ------------------------------------

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.broker import BrokerProcess
-from helpers.wire import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import encode_request, request_schema
 from tierlog.protocol.versions import ADVERTISED
@@ -41,9 +42,9 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 
 
 @pytest.fixture(scope="module")
-def witness(fuzz_broker: BrokerProcess) -> Iterator[WireClient]:
+def witness(fuzz_broker: BrokerProcess) -> Iterator[WireConnection]:
     """A connection opened before the fuzzing starts and used after every example."""
-    c = WireClient(fuzz_broker.bootstrap)
+    c = WireConnection.to_bootstrap(fuzz_broker.bootstrap)
     yield c
     c.close()
 
@@ -72,9 +73,11 @@ def _send(b: BrokerProcess, data: bytes) -> None:
             pass
 
 
-def _still_serving(b: BrokerProcess, witness: WireClient) -> None:
+def _still_serving(b: BrokerProcess, witness: WireConnection) -> None:
     assert b.running, b.stderr[-3000:]
-    r = witness.call(18, 3, client_software_name="witness", client_software_version="1")
+    r = witness.call(
+        ApiKey.API_VERSIONS, 3, client_software_name="witness", client_software_version="1"
+    )
     assert int(r.error_code) == 0
 
 
@@ -88,7 +91,7 @@ _fuzz_settings = settings(
 @_fuzz_settings
 @given(api=st.sampled_from(API_VERSIONS), body=st.binary(max_size=256))
 def test_random_bodies(
-    fuzz_broker: BrokerProcess, witness: WireClient, api: tuple[int, int], body: bytes
+    fuzz_broker: BrokerProcess, witness: WireConnection, api: tuple[int, int], body: bytes
 ) -> None:
     payload = _header(*api) + body
     _send(fuzz_broker, struct.pack(">i", len(payload)) + payload)
@@ -98,7 +101,7 @@ def test_random_bodies(
 @_fuzz_settings
 @given(api=st.sampled_from(API_VERSIONS), data=st.data())
 def test_truncated_and_flipped_requests(
-    fuzz_broker: BrokerProcess, witness: WireClient, api: tuple[int, int], data: st.DataObject
+    fuzz_broker: BrokerProcess, witness: WireConnection, api: tuple[int, int], data: st.DataObject
 ) -> None:
     full = _valid_request(*api)
     payload = full[4:]
@@ -119,16 +122,18 @@ def test_truncated_and_flipped_requests(
     declared=st.one_of(st.integers(MAX_FRAME + 1, 2**31 - 1), st.integers(-(2**31), -1)),
 )
 def test_oversized_and_negative_sizes(
-    fuzz_broker: BrokerProcess, witness: WireClient, api: tuple[int, int], declared: int
+    fuzz_broker: BrokerProcess, witness: WireConnection, api: tuple[int, int], declared: int
 ) -> None:
     _send(fuzz_broker, struct.pack(">i", declared) + _header(*api))
     _still_serving(fuzz_broker, witness)
 
 
-def test_fuzzing_left_the_broker_healthy(fuzz_broker: BrokerProcess, witness: WireClient) -> None:
+def test_fuzzing_left_the_broker_healthy(
+    fuzz_broker: BrokerProcess, witness: WireConnection
+) -> None:
     """Runs last in this module: a fresh client still works and nothing crashed."""
     _still_serving(fuzz_broker, witness)
-    with WireClient(fuzz_broker.bootstrap) as fresh:
-        md = fresh.call(3, 12, topics=None, allow_auto_topic_creation=False)
+    with WireConnection.to_bootstrap(fuzz_broker.bootstrap) as fresh:
+        md = fresh.call(ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False)
         assert md.brokers[0].port == fuzz_broker.host_port[1]
     assert "Traceback" not in fuzz_broker.stderr

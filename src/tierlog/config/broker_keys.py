@@ -8,9 +8,15 @@ they do nothing in a single-process broker.
 from __future__ import annotations
 
 from tierlog.config.definitions import (
+    BOOL,
+    DBL,
+    INT,
+    LIST,
+    LONG,
     LONG_MAX,
+    SHORT,
+    STR,
     ConfigKey,
-    ConfigType,
     KeyRegistry,
     at_least,
     between,
@@ -19,16 +25,7 @@ from tierlog.config.definitions import (
     non_empty,
     one_of,
 )
-
-BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.LIST,
-    ConfigType.SHORT,
-)
+from tierlog.config.zookeeper_connect import zookeeper_connect_problem
 
 RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 RLMM_PREFIX_KEY = "remote.log.metadata.manager.impl.prefix"
@@ -214,7 +211,13 @@ BROKER_KEYS.add(
         one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     ),
     K("min.insync.replicas", INT, 1, "Min ISR for acks=all (single node: 1).", at_least(1)),
-    K("unclean.leader.election.enable", BOOL, False, "Unused on a single node.", no_effect=True),
+    K(
+        "unclean.leader.election.enable",
+        BOOL,
+        False,
+        "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
+        "it lacks). No effect on a single node.",
+    ),
     # --- log cleaner (tierlog.log.cleaner) ---
     K("log.cleaner.enable", BOOL, True, "Run the log cleaner (compacted topics)."),
     K("log.cleaner.threads", INT, 1, "Log cleaner threads.", at_least(0)),
@@ -512,6 +515,148 @@ BROKER_KEYS.add(
         "Timeout of remote ListOffsets lookups.",
         at_least(1),
     ),
+)
+
+#: Cluster mode (ZooKeeper coordination and replication; spec/kafka-replication.md §6). Without
+#: zookeeper.connect the broker is the single node of today and none of these keys matters.
+#: Keys flagged no_effect are read by replication work still to come.
+#: default.replication.factor, min.insync.replicas, unclean.leader.election.enable and
+#: offsets.topic.replication.factor are defined above; the RLMM's
+#: remote.log.metadata.topic.replication.factor is an RLMM key (under its prefix).
+BROKER_KEYS.add(
+    K(
+        "zookeeper.connect",
+        STR,
+        None,
+        "host:port[,host:port...][/chroot]; set, it turns cluster mode on. A missing chroot "
+        "is created.",
+        zookeeper_connect_problem,
+    ),
+    K(
+        "zookeeper.session.timeout.ms",
+        INT,
+        18000,
+        "ZooKeeper session timeout: how long a silent broker keeps its registration.",
+        at_least(1),
+    ),
+    K(
+        "zookeeper.connection.timeout.ms",
+        INT,
+        None,
+        "Max wait for a ZooKeeper connection; unset = zookeeper.session.timeout.ms.",
+        at_least(1),
+    ),
+    K(
+        "broker.id",
+        INT,
+        -1,
+        "Alias of node.id (ZooKeeper mode); -1 = use node.id. If both are set they must match.",
+        minus_one_or_at_least(0),
+    ),
+    K("broker.rack", STR, None, "Rack of this broker, for rack-aware replica assignment."),
+    K(
+        "replica.lag.time.max.ms",
+        LONG,
+        30000,
+        "A follower that has not caught up with the leader for this long leaves the ISR.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "replica.fetch.max.bytes",
+        INT,
+        1048576,
+        "Bytes a follower asks for per partition (a larger first batch is still returned).",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "replica.fetch.response.max.bytes",
+        INT,
+        10485760,
+        "Bytes a follower asks for per fetch response.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "replica.fetch.wait.max.ms",
+        INT,
+        500,
+        "Max wait of a follower fetch; at most replica.lag.time.max.ms.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "replica.fetch.min.bytes",
+        INT,
+        1,
+        "Min bytes of a follower fetch response.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "replica.fetch.backoff.ms",
+        INT,
+        1000,
+        "Back-off after a fetch error.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "num.replica.fetchers",
+        INT,
+        1,
+        "Fetcher tasks per source broker.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "controlled.shutdown.enable",
+        BOOL,
+        True,
+        "On SIGTERM, move leadership off this broker before it stops.",
+        no_effect=True,
+    ),
+    K(
+        "controlled.shutdown.max.retries",
+        INT,
+        3,
+        "Controlled shutdown attempts before stopping anyway.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "controlled.shutdown.retry.backoff.ms",
+        LONG,
+        5000,
+        "Back-off between controlled shutdown attempts.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "auto.leader.rebalance.enable",
+        BOOL,
+        True,
+        "The controller moves leadership back to preferred replicas when imbalanced.",
+        no_effect=True,
+    ),
+    K(
+        "leader.imbalance.check.interval.seconds",
+        LONG,
+        300,
+        "How often the controller checks leader imbalance.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "leader.imbalance.per.broker.percentage",
+        INT,
+        10,
+        "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.",
+        between(0, 100),
+        no_effect=True,
+    ),
+    K("delete.topic.enable", BOOL, True, "DeleteTopics is allowed.", no_effect=True),
 )
 
 #: TopicBasedRemoteLogMetadataManager keys (spec §6.3), given under the RLMM prefix.

@@ -8,23 +8,19 @@ where a value comes from.
 from __future__ import annotations
 
 from tierlog.config.definitions import (
+    BOOL,
+    DBL,
+    INT,
+    LIST,
+    LONG,
     LONG_MAX,
+    STR,
     ConfigKey,
-    ConfigType,
     KeyRegistry,
     at_least,
     between,
     each_of,
     one_of,
-)
-
-BOOL, STR, INT, LONG, DBL, LIST = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.LIST,
 )
 
 TOPIC_KEYS = KeyRegistry()
@@ -187,7 +183,8 @@ TOPIC_KEYS.add(
         "unclean.leader.election.enable",
         BOOL,
         False,
-        "Unused on a single node.",
+        "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
+        "it lacks). No effect on a single node.",
         synonyms=("unclean.leader.election.enable",),
     ),
     K(

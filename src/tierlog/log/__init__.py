@@ -11,6 +11,10 @@ Additions to the contract (compatible, all optional):
 * ``OffsetOutOfRange`` carries ``log_start_offset``/``local_log_start_offset``/
   ``log_end_offset`` so the caller can tell a remote read from a real out-of-range.
 * ``PartitionLog.offset_for_max_timestamp()`` for ListOffsets -3.
+* ``append_as_leader(..., defer_flush=True)`` leaves the fsync ``flush.messages`` asks for to
+  the caller (``AppendResult.flush_offset``, ``PartitionLog.flush_to``, run on
+  ``LogManager.flush_to``'s pool).
+* ``PartitionLog.is_remote_offset(offset)``: only remote storage holds ``offset``.
 * ``SegmentInfo.txn_index_path`` may not exist (no transactions yet).
 * Log compaction (``tierlog.log.cleaner``): ``LogManager.start_cleaner(CleanerConfig)``
   starts the cleaner threads the manager owns (``shutdown`` stops them first),

@@ -8,6 +8,11 @@ Both are sparse (one entry per ``index.interval.bytes`` of log), preallocated to
 sealed, as Kafka does. Files are memory-mapped: appends are a ``pack_into`` and lookups a
 binary search without reading the file into Python objects.
 
+A sealed index copied from elsewhere (the remote tier's, cached on local disk) is opened with
+``load_sealed``, which also runs the structural checks Kafka's ``sanityCheck`` implies on every
+entry, so a damaged download is detected before it can send a reader to a wrong position.
+A trailing run of all-zero entries there is preallocation padding and is ignored.
+
 Fullness follows Kafka exactly because it decides when segments roll: the offset index is full
 at ``maxEntries``, the time index one entry earlier, because its last slot is kept for the
 entry written when the segment is sealed.
@@ -19,11 +24,12 @@ import mmap
 import os
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 
 
 class CorruptIndexError(Exception):
@@ -44,8 +50,15 @@ class TimestampOffset(NamedTuple):
 FREEZE_MAX_BYTES = 64 * 1024
 
 
+_MAX_I32 = 0x7FFFFFFF
+
+_Index = TypeVar("_Index", bound="_MappedIndex")
+
+
 class _MappedIndex:
     entry_size = 8
+    #: The key entries are sorted by, at the start of each entry (see ``_floor``).
+    _leading_key = _U32
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
@@ -63,6 +76,71 @@ class _MappedIndex:
         else:
             self._remap(self._entries * self.entry_size)
             self._seal()
+
+    @classmethod
+    def load_sealed(cls: type[_Index], path: Path, base_offset: int) -> _Index:
+        """Open the sealed index at ``path`` read-only, checked entry by entry; raises
+        ``CorruptIndexError`` when it fails the checks (see the module doc)."""
+        size = os.stat(path).st_size
+        if size % cls.entry_size:
+            raise CorruptIndexError(
+                f"{path.name}: size {size} is not a multiple of {cls.entry_size}"
+            )
+        index = cls(path, base_offset, 0, writable=False)
+        try:
+            index._drop_zero_padding()
+            index.check_entries()
+        except BaseException:
+            index.close()
+            raise
+        return index
+
+    def _drop_zero_padding(self) -> None:
+        zero = bytes(self.entry_size)
+        n = self._entries
+        if n:
+            buf = self._mm()
+            while n > 1 and buf[(n - 1) * self.entry_size : n * self.entry_size] == zero:
+                n -= 1
+        self._entries = n
+
+    def check_entries(self) -> None:
+        """Raise ``CorruptIndexError`` unless every entry is in order."""
+        raise NotImplementedError
+
+    def entry(self, n: int) -> OffsetPosition | TimestampOffset:
+        raise NotImplementedError
+
+    def _floor(self, key: int) -> int:
+        """The last entry whose leading key is at most ``key``, or -1: a binary search that
+        reads only the keys it compares, in place."""
+        mm = self._mmap if self._mmap is not None else self._frozen
+        unpack, size = self._leading_key.unpack_from, self.entry_size
+        lo, hi = 0, self._entries - 1
+        found = -1
+        while mm is not None and lo <= hi:
+            mid = (lo + hi) >> 1
+            (at,) = unpack(mm, mid * size)
+            if at <= key:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def truncate_to(self, offset: int) -> None:
+        """Keep only entries below ``offset`` (the log was truncated there)."""
+        n = self._entries
+        while n > 0 and self.entry(n - 1).offset >= offset:
+            n -= 1
+        self._entries = n
+
+    @property
+    def memory_bytes(self) -> int:
+        """What holding the index costs in memory: a mapping counts whole pages."""
+        if self._mmap is not None:
+            return -(-len(self._mmap) // mmap.PAGESIZE) * mmap.PAGESIZE
+        return len(self._frozen) if self._frozen is not None else 0
 
     # -- file management --------------------------------------------------------------
 
@@ -82,8 +160,9 @@ class _MappedIndex:
         """A sealed index never changes: keep one descriptor per segment (its ``.log``),
         not three. Python's mmap holds a dup of the file's descriptor (``trackfd`` only
         exists from 3.13), so a small sealed index is copied into bytes and unmapped; a
-        large one stays mapped (few segments are that large). Thousands of small untiered
-        segments during a store outage otherwise ran into the fd limit."""
+        large one stays mapped (few segments are that large). With three descriptors each,
+        the thousands of small untiered segments a store outage leaves behind would run into
+        the fd limit."""
         if self._mmap is not None and len(self._mmap) < FREEZE_MAX_BYTES:
             self._frozen = self._mmap[:]
             self._mmap.close()
@@ -122,6 +201,7 @@ class _MappedIndex:
 
     def close(self) -> None:
         self._closed = True
+        self._entries = 0
         self._frozen = None
         if self._mmap is not None:
             self._mmap.close()
@@ -135,7 +215,7 @@ class _MappedIndex:
 
         Truncating to zero and growing back gives a sparse, all-zero file without touching
         (and later flushing) every page of a preallocated index: zero-filling a 10 MiB
-        mmap made recovering an empty partition cost ~35 ms.
+        mmap costs ~35 ms per empty partition at recovery.
         """
         self._entries = 0
         current = self._mmap if self._mmap is not None else self._frozen
@@ -195,28 +275,10 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, offset: int) -> OffsetPosition:
         """Floor entry for ``offset``, or (base offset, 0) when none is smaller."""
-        mm = self._mmap if self._mmap is not None else self._frozen
-        lo, hi = 0, self._entries - 1
-        target = offset - self.base_offset
-        found = -1
-        while mm is not None and lo <= hi:
-            mid = (lo + hi) >> 1
-            (rel,) = _U32.unpack_from(mm, mid * 8)
-            if rel <= target:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(offset - self.base_offset)
         if found < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        """Keep only entries below ``offset`` (the log was truncated there)."""
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap check (length and last entry), run when a segment is opened."""
@@ -228,9 +290,37 @@ class OffsetIndex(_MappedIndex):
             if last.offset < first.offset or last.position > log_size:
                 raise CorruptIndexError(f"{self.path}: last entry {last} inconsistent")
 
+    def check_entries(self) -> None:
+        prev = -1
+        mm = self._mm() if self._entries else b""
+        for i in range(self._entries):
+            rel, pos = _OFFSET_ENTRY.unpack_from(mm, i * 8)
+            if rel <= prev or rel > _MAX_I32 or pos > _MAX_I32:
+                raise CorruptIndexError(
+                    f"{self.path.name}: entry {i} ({rel}, {pos}) is out of order"
+                )
+            prev = rel
+
+
+def readable_offset_entries(data: bytes, base_offset: int) -> list[OffsetPosition]:
+    """The entries of ``.index`` bytes read while the broker may still be writing them (an
+    active segment's file is preallocated with zeros): they end at the first entry that does
+    not move both the offset and the position forward. For readers outside the broker that
+    only need a starting point, such as the Spark executors; the broker's own indexes are
+    opened with ``OffsetIndex`` instead, which checks every entry."""
+    entries: list[OffsetPosition] = []
+    last_rel = last_pos = -1
+    for rel, pos in _OFFSET_ENTRY.iter_unpack(memoryview(data)[: len(data) // 8 * 8]):
+        if entries and (rel <= last_rel or pos <= last_pos):
+            break
+        entries.append(OffsetPosition(base_offset + rel, pos))
+        last_rel, last_pos = rel, pos
+    return entries
+
 
 class TimeIndex(_MappedIndex):
     entry_size = 12
+    _leading_key = _I64
 
     def entry(self, n: int) -> TimestampOffset:
         ts, rel = _TIME_ENTRY.unpack_from(self._mm(), n * 12)
@@ -258,24 +348,10 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """Last entry with timestamp <= ``timestamp``, or (-1, base offset)."""
-        lo, hi = 0, self._entries - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if self.entry(mid).timestamp <= timestamp:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(timestamp)
         if found < 0:
             return TimestampOffset(-1, self.base_offset)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_end_offset: int) -> None:
         length = self._file_size()
@@ -287,3 +363,14 @@ class TimeIndex(_MappedIndex):
                 raise CorruptIndexError(f"{self.path}: last entry {last} before first {first}")
             if last.offset > log_end_offset:
                 raise CorruptIndexError(f"{self.path}: last entry {last} beyond log end")
+
+    def check_entries(self) -> None:
+        prev_ts, prev_rel = -(2**63), 0
+        mm = self._mm() if self._entries else b""
+        for i in range(self._entries):
+            ts, rel = _TIME_ENTRY.unpack_from(mm, i * 12)
+            if ts < prev_ts or rel < prev_rel or rel > _MAX_I32:
+                raise CorruptIndexError(
+                    f"{self.path.name}: entry {i} ({ts}, {rel}) is out of order"
+                )
+            prev_ts, prev_rel = ts, rel

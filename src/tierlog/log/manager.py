@@ -12,6 +12,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tierlog.fsutil import atomic_write
@@ -37,6 +38,9 @@ from tierlog.log.partition_log import INTERNAL_TOPICS, Clock, PartitionLog, wall
 
 log = logging.getLogger(__name__)
 
+#: Threads of the pool that runs the fsyncs ``flush.messages`` asks for (``flush_to``).
+FLUSH_THREADS = 4
+
 
 class LogManager:
     def __init__(
@@ -59,6 +63,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._had_clean_shutdown: dict[Path, bool] = {}
+        self._flusher = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="log-flush")
         self.cleaner: LogCleaner | None = None
 
     def remote_enabled_for(self, topic: str, config: LogConfig) -> bool:
@@ -217,6 +222,18 @@ class LogManager:
             except OSError:
                 log.exception("%s: flushing rolled segments failed", part.tp)
 
+    def flush_to(self, part: PartitionLog, offset: int) -> Future[None]:
+        """Run ``part.flush_to(offset)`` on the flush pool; the future completes once it is
+        durable (or carries the error).
+
+        The pool has ``FLUSH_THREADS`` threads. When all are busy, a flush waits in the
+        pool's queue and its caller waits with it; the event loop never blocks. The broker
+        calls this from Produce, one request at a time per connection, so the queue holds at
+        most one flush per connection. Queued flushes of one partition are served by the
+        first that runs (``PartitionLog.flush_to``).
+        """
+        return self._flusher.submit(part.flush_to, offset)
+
     def flush_checkpoints(self) -> None:
         """Write the recovery-point and log-start checkpoints of every log dir.
 
@@ -261,9 +278,11 @@ class LogManager:
         return self.cleaner
 
     def shutdown(self) -> None:
-        """Flush every log, write checkpoints, then the clean-shutdown markers."""
+        """Stop the log cleaner, finish queued flushes, flush every log, write checkpoints,
+        then the clean-shutdown markers."""
         if self.cleaner is not None:
             self.cleaner.close()
+        self._flusher.shutdown(wait=True)
         with self._checkpoint_lock, self._lock:
             for part in self._logs.values():
                 part.close(clean=True)

@@ -4,8 +4,9 @@ Offsets kept here (spec §1.1):
 
 * ``log_start_offset``: first offset visible to clients, across both tiers;
 * ``local_log_start_offset``: first offset held locally, always >= ``log_start_offset``;
-* ``log_end_offset`` (LEO): next offset to assign; the high watermark and last stable offset
-  equal it in single-node mode (no replicas, no transactions);
+* ``log_end_offset`` (LEO): next offset to assign; in single-node mode (no replicas, no
+  transactions) the high watermark equals it, except that an append whose ``flush.messages``
+  fsync is deferred holds it at that append's first offset until the fsync is done;
 * ``highest_offset_in_remote_storage``: last offset known uploaded, -1 until then, never
   decreasing;
 * ``recovery_point``: everything below it is fsynced and was validated, so recovery after a
@@ -25,6 +26,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,20 @@ class AppendResult:
     """The batch repeated one already in the log; the offsets are the original ones."""
     records_count: int = 0
     size: int = 0
+    flush_offset: int | None = None
+    """Set when a deferred-flush append reached ``flush.messages``: the caller runs
+    ``flush_to(flush_offset)`` off the event loop and acknowledges the append only after it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _FlushOwed:
+    """An append that waits for a deferred flush: where it starts, and what must be durable
+    before it (and anything after it) may be read."""
+
+    first_offset: int
+    flush_offset: int
+    segment_base: int
+    position: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +167,7 @@ class PartitionLog:
         self.remote_enabled = remote_enabled
         self._clock = clock
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
         self.closed = False
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -158,6 +175,9 @@ class PartitionLog:
         self._jitter_ms = self._new_jitter()
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
+        # deferred flushes not yet durable, oldest first; the oldest one caps the HW
+        self._flushes_owed: deque[_FlushOwed] = deque()
+        self._hw_cap: _FlushOwed | None = None
         self.highest_offset_in_remote_storage = -1
         directory.mkdir(parents=True, exist_ok=True)
         meta_path = directory / PARTITION_METADATA
@@ -183,11 +203,18 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self.log_end_offset
+        """The LEO, held back at the first offset of an append that ``flush.messages`` made
+        wait for its fsync until that fsync is done: as in Kafka, where such an append flushes
+        before the HW moves, no reader sees records that a crash could still take back."""
+        leo = self.log_end_offset
+        cap = self._hw_cap
+        return leo if cap is None else min(leo, cap.first_offset)
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log_end_offset
+        """The HW: with no transactions nothing below it is unstable, and the LSO never
+        exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
+        return self.high_watermark
 
     @property
     def active_segment(self) -> LogSegment:
@@ -346,17 +373,59 @@ class PartitionLog:
         required_acks: int = 1,
         *,
         single_batch: bool = False,
+        defer_flush: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets and write ``batches`` atomically (all or nothing).
 
         ``required_acks`` is accepted for the contract; with one replica every append is
         fully acknowledged once written. ``single_batch``: a client's Produce (v3 and later)
-        carries exactly one batch per partition, as Kafka enforces; sequence checks assume
-        it (two batches of one producer in one request are checked against the state before
-        the request, so a valid pair was refused and a repeated one appended twice).
+        carries exactly one batch per partition, as Kafka enforces. Sequence checks rely on
+        it: every batch of a request is checked against the producer state from before the
+        request, which is only right with one batch per producer (with two, a valid pair
+        would be refused and a repeated one appended twice).
+        ``defer_flush``: an append that reaches ``flush.messages`` does not fsync here (under
+        the lock, on the caller's thread) but returns ``flush_offset`` for the caller to
+        flush with ``flush_to``; otherwise it fsyncs before returning.
         """
         del required_acks
         view = memoryview(batches)
+        cfg = self.config
+        headers = self._client_batches(view, single_batch)
+        if not headers:
+            with self._lock:
+                return AppendResult(-1, -1, -1, self.log_start_offset)
+        total = headers[-1].end
+        with self._lock:
+            now = self._clock()
+            append_time = now if cfg.log_append_time else -1
+            if not cfg.log_append_time:
+                self._check_timestamps(headers, now)
+            duplicate = self._check_producers(headers)
+            if isinstance(duplicate, AppendResult):
+                return duplicate
+            staged = duplicate
+            base_offset = self.log_end_offset
+            out = _stamp_batches(view, headers, base_offset, leader_epoch, append_time, staged)
+            written_at = self._write_locked(out, total, now)
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, base_offset, durable=False)
+            self.producer_state.commit(staged, out.next_offset)
+            flush_offset = self._count_unflushed_locked(
+                out.records, base_offset, out.next_offset, written_at, defer_flush
+            )
+            return AppendResult(
+                base_offset,
+                out.next_offset - 1,
+                append_time,
+                self.log_start_offset,
+                records_count=out.records,
+                size=total,
+                flush_offset=flush_offset,
+            )
+
+    def _client_batches(self, view: memoryview, single_batch: bool) -> list[BatchHeader]:
+        """The batch headers of a client's record set, refused with Kafka's error code when
+        any batch is malformed or too large."""
         cfg = self.config
         try:
             headers = scan_batches(view)
@@ -372,80 +441,58 @@ class PartitionLog:
                 f"a produce request must carry exactly one record batch per partition, "
                 f"got {len(headers)}",
             )
-        if not headers:
-            with self._lock:
-                return AppendResult(-1, -1, -1, self.log_start_offset)
-        total = headers[-1].end
         for h in headers:
             if h.size > cfg.max_message_bytes:
                 raise LogAppendError(
                     ErrorCode.MESSAGE_TOO_LARGE,
                     f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}",
                 )
-        if total > cfg.segment_bytes:
+        if headers and headers[-1].end > cfg.segment_bytes:
             raise LogAppendError(
                 ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"{total} bytes exceed segment.bytes {cfg.segment_bytes}",
+                f"{headers[-1].end} bytes exceed segment.bytes {cfg.segment_bytes}",
             )
-        with self._lock:
-            now = self._clock()
-            append_time = now if cfg.log_append_time else -1
-            if not cfg.log_append_time:
-                self._check_timestamps(headers, now)
-            duplicate = self._check_producers(headers)
-            if isinstance(duplicate, AppendResult):
-                return duplicate
-            staged = duplicate
-            next_offset = self.log_end_offset
-            infos: list[BatchInfo] = []
-            buffers: list[bytes | bytearray | memoryview] = []
-            records = 0
-            max_ts = -1
-            for h in headers:
-                hdr = bytearray(view[h.position : h.position + RECORDS_OFFSET])
-                set_base_offset(hdr, 0, next_offset)
-                set_partition_leader_epoch(hdr, 0, leader_epoch)
-                last_offset = next_offset + h.last_offset_delta
-                batch_ts = h.max_timestamp
-                body = view[h.position + RECORDS_OFFSET : h.end]
-                if append_time >= 0:
-                    batch_ts = append_time
-                    set_log_append_time_split(hdr, body, append_time)
-                buffers.append(hdr)
-                buffers.append(body)
-                infos.append(BatchInfo(h.size, last_offset, batch_ts))
-                if h.producer_id >= 0 and not h.is_control:
-                    ProducerStateManager.stage_batch(
-                        staged[h.producer_id], h, last_offset, batch_ts
-                    )
-                records += h.records_count
-                max_ts = max(max_ts, batch_ts)
-                next_offset = last_offset + 1
-            base_offset = self.log_end_offset
-            active = self.active_segment
-            if active.should_roll(cfg, total, max_ts, next_offset - 1, now, self._jitter_ms):
-                try:
-                    active = self._roll_locked()
-                except OSError as exc:  # e.g. EMFILE/ENOSPC: nothing appended, next try rolls
-                    raise KafkaStorageError(f"{self.tp}: segment roll failed: {exc}") from exc
+        return headers
+
+    def _write_locked(self, out: _StampedBatches, total: int, now: int) -> tuple[int, int]:
+        """Roll if the batches do not belong in the active segment, then write them with one
+        call; returns where they start (segment base offset, position)."""
+        active = self.active_segment
+        if active.should_roll(
+            self.config, total, out.max_timestamp, out.next_offset - 1, now, self._jitter_ms
+        ):
             try:
-                active.append(buffers, infos)
-            except OSError as exc:
-                raise KafkaStorageError(f"{self.tp}: append failed: {exc}") from exc
-            if leader_epoch >= 0:
-                self.leader_epoch_cache.assign(leader_epoch, base_offset, durable=False)
-            self.producer_state.commit(staged, next_offset)
-            self._unflushed_messages += records
-            if self._unflushed_messages >= cfg.flush_messages:
-                self._flush_locked()
-            return AppendResult(
-                base_offset,
-                next_offset - 1,
-                append_time,
-                self.log_start_offset,
-                records_count=records,
-                size=total,
-            )
+                active = self._roll_locked()
+            except OSError as exc:  # e.g. EMFILE/ENOSPC: nothing appended, next try rolls
+                raise KafkaStorageError(f"{self.tp}: segment roll failed: {exc}") from exc
+        written_at = (active.base_offset, active.size)
+        try:
+            active.append(out.buffers, out.infos)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.tp}: append failed: {exc}") from exc
+        return written_at
+
+    def _count_unflushed_locked(
+        self,
+        records: int,
+        base_offset: int,
+        next_offset: int,
+        written_at: tuple[int, int],
+        defer_flush: bool,
+    ) -> int | None:
+        """Apply ``flush.messages``: fsync now, or (deferred) record the flush owed and return
+        the offset it must reach."""
+        self._unflushed_messages += records
+        if self._unflushed_messages < self.config.flush_messages:
+            return None
+        if not defer_flush:
+            self._flush_locked()
+            return None
+        self._unflushed_messages = 0
+        self._flushes_owed.append(_FlushOwed(base_offset, next_offset, *written_at))
+        if self._hw_cap is None:
+            self._hw_cap = self._flushes_owed[0]
+        return next_offset
 
     def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
         """CreateTime bounds, on the batch's base and max timestamps (no record decoding)."""
@@ -501,7 +548,7 @@ class PartitionLog:
         active.on_become_inactive()
         # As Kafka (flushUptoOffsetExclusive on its scheduler), the sealed segment and the
         # producer snapshot are made durable later by ``flush_sealed`` on a background
-        # thread: an fsync per roll on the caller (the event loop) stalled every connection.
+        # thread: an fsync per roll on the caller (the event loop) would stall every connection.
         # The recovery point moves only after that flush, so an unclean restart re-validates
         # whatever was not yet durable.
         self.producer_state.last_map_offset = new_base
@@ -549,10 +596,49 @@ class PartitionLog:
             return
         with self._lock:
             self.recovery_point = max(self.recovery_point, target)
+            self._release_flushed_locked()
 
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
+
+    def flush_to(self, offset: int) -> None:
+        """Make everything below ``offset`` durable, then advance the recovery point to it.
+
+        Runs on a flush worker thread, never on the event loop. The partition lock is held
+        only to pick the segments and to sync their indexes (a roll remaps an index under
+        it); the data fsyncs run without it, so appends and reads go on meanwhile. Flushes of
+        one partition run one at a time, and one that finds its offset already durable
+        returns at once: concurrent callers share one fsync. If the fsync fails, the next
+        append asks for a flush again.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if offset <= self.recovery_point or self.closed:
+                    return
+                pending = [
+                    seg
+                    for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True)
+                    if nxt is None or nxt > self.recovery_point
+                ]
+            try:
+                for seg in pending:
+                    os.fsync(seg.fd)
+                with self._lock:
+                    for seg in pending:
+                        seg.offset_index.flush()
+                        seg.time_index.flush()
+                self.leader_epoch_cache.sync()
+            except BaseException:
+                with self._lock:
+                    self._unflushed_messages = max(
+                        self._unflushed_messages, self.config.flush_messages
+                    )
+                raise
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, offset)
+                self._last_flush_ms = self._clock()
+                self._release_flushed_locked()
 
     def _flush_locked(self) -> None:
         for seg, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
@@ -562,6 +648,14 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock()
+        self._release_flushed_locked()
+
+    def _release_flushed_locked(self) -> None:
+        """Lift the HW cap of every deferred flush the recovery point has now passed."""
+        owed = self._flushes_owed
+        while owed and owed[0].flush_offset <= self.recovery_point:
+            owed.popleft()
+        self._hw_cap = owed[0] if owed else None
 
     # -- read ------------------------------------------------------------------------------
 
@@ -577,22 +671,27 @@ class PartitionLog:
         ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
         (Kafka's rule that keeps a consumer from stalling on a large batch).
         """
-        del upper_bound  # HW == LSO == LEO with one replica and no transactions
+        del upper_bound  # no transactions: the LSO bound is the HW bound
         with self._lock:
             segments = list(self._segments)
             bases = list(self._bases)
             leo = self.log_end_offset
-            active_size = self.active_segment.size
+            end = (segments[-1].base_offset, self.active_segment.size)
+            if self._hw_cap is not None:
+                end = (self._hw_cap.segment_base, self._hw_cap.position)
+            readable_end = self.high_watermark
             local_start = self.local_log_start_offset
             log_start = self.log_start_offset
         if offset < local_start or offset > leo or offset < log_start:
             raise OffsetOutOfRange(offset, log_start, local_start, leo)
-        if offset == leo:
+        if offset >= readable_end:
             return FetchData([], 0)
         idx = max(0, bisect.bisect_right(bases, offset) - 1)
         for i in range(idx, len(segments)):
             seg = segments[i]
-            max_position = active_size if i == len(segments) - 1 else seg.size
+            if seg.base_offset > end[0]:
+                break
+            max_position = end[1] if seg.base_offset == end[0] else seg.size
             got = seg.read(offset, max_bytes, max_position, min_one_message)
             if got is not None:
                 first, data = got
@@ -600,6 +699,12 @@ class PartitionLog:
                     return FetchData([], 0, first.base_offset)
                 return FetchData([data], len(data), first.base_offset)
         return FetchData([], 0)
+
+    def is_remote_offset(self, offset: int) -> bool:
+        """True if ``offset`` is visible to clients but no longer held locally
+        (``log_start_offset <= offset < local_log_start_offset``): only remote storage has it."""
+        with self._lock:
+            return self.log_start_offset <= offset < self.local_log_start_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int | None] | None:
         """First local record with timestamp >= ``timestamp_ms``: (offset, ts, leader epoch)."""
@@ -658,8 +763,9 @@ class PartitionLog:
             if not self.remote_enabled:
                 log.warning("%s: ignoring highest remote offset on a local log", self.tp)
                 return
-            if offset > self.highest_offset_in_remote_storage:
-                self.highest_offset_in_remote_storage = offset
+            self.highest_offset_in_remote_storage = max(
+                self.highest_offset_in_remote_storage, offset
+            )
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:
@@ -915,3 +1021,46 @@ class PartitionLog:
             for p in self.dir.iterdir():
                 p.unlink(missing_ok=True)
             os.rmdir(self.dir)
+
+
+@dataclass(slots=True)
+class _StampedBatches:
+    """A record set with its offsets and leader epoch patched in, as buffers to write."""
+
+    buffers: list[bytes | bytearray | memoryview]
+    infos: list[BatchInfo]
+    records: int
+    max_timestamp: int
+    next_offset: int
+
+
+def _stamp_batches(
+    view: memoryview,
+    headers: list[BatchHeader],
+    base_offset: int,
+    leader_epoch: int,
+    append_time: int,
+    staged: dict[int, ProducerEntry],
+) -> _StampedBatches:
+    """Patch each batch's header copy (base offset, leader epoch, LogAppendTime) and stage
+    its producer's sequence; the record bytes are passed on as views, never copied."""
+    out = _StampedBatches([], [], 0, -1, base_offset)
+    for h in headers:
+        hdr = bytearray(view[h.position : h.position + RECORDS_OFFSET])
+        set_base_offset(hdr, 0, out.next_offset)
+        set_partition_leader_epoch(hdr, 0, leader_epoch)
+        last_offset = out.next_offset + h.last_offset_delta
+        batch_ts = h.max_timestamp
+        body = view[h.position + RECORDS_OFFSET : h.end]
+        if append_time >= 0:
+            batch_ts = append_time
+            set_log_append_time_split(hdr, body, append_time)
+        out.buffers.append(hdr)
+        out.buffers.append(body)
+        out.infos.append(BatchInfo(h.size, last_offset, batch_ts))
+        if h.producer_id >= 0 and not h.is_control:
+            ProducerStateManager.stage_batch(staged[h.producer_id], h, last_offset, batch_ts)
+        out.records += h.records_count
+        out.max_timestamp = max(out.max_timestamp, batch_ts)
+        out.next_offset = last_offset + 1
+    return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from tierlog.protocol.records import (
     BatchHeader,
     Buffer,
     RecordsError,
+    batch_size_at,
     check_batch,
     iter_records,
     whole_batches_length,
@@ -42,7 +42,6 @@ from tierlog.protocol.records import (
 
 log = logging.getLogger(__name__)
 
-_PREFIX = struct.Struct(">qi")
 _MAX_RELATIVE = 2**31 - 1
 _IOV_MAX = 512
 _WALK_CHUNK = 64 * 1024
@@ -275,24 +274,15 @@ class LogSegment:
         pos = start
         while pos < limit:
             buf = os.pread(self.fd, min(_WALK_CHUNK, limit - pos), pos)
-            n = len(buf)
-            if n >= LOG_OVERHEAD:
-                _, batch_length = _PREFIX.unpack_from(buf, 0)
-                first_size = batch_length + LOG_OVERHEAD
-                if n < first_size <= limit - pos:
-                    buf = os.pread(self.fd, first_size, pos)
-                    n = len(buf)
+            if len(buf) >= LOG_OVERHEAD and len(buf) < batch_size_at(buf) <= limit - pos:
+                buf = os.pread(self.fd, batch_size_at(buf), pos)  # one batch beyond a chunk
+            # whole batches only, so a batch cut by the chunk's end is read again from its
+            # start; none whole means the first is bad or torn, and check_batch says which
+            end = whole_batches_length(buf) or len(buf)
             off = 0
-            while off < n:
-                if off > 0:
-                    remaining = n - off
-                    if remaining < LOG_OVERHEAD:
-                        break
-                    _, batch_length = _PREFIX.unpack_from(buf, off)
-                    if remaining < batch_length + LOG_OVERHEAD <= limit - pos - off:
-                        break
+            while off < end:
                 try:
-                    h = check_batch(buf, off, n, verify_crc)
+                    h = check_batch(buf, off, end, verify_crc)
                 except RecordsError as exc:
                     exc.position = pos + off
                     raise

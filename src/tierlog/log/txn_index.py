@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from tierlog.log.index import CorruptIndexError
+
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 _VERSION = 0
@@ -28,17 +30,41 @@ class AbortedTxn(NamedTuple):
         )
 
 
+def _entries(data: bytes) -> Iterator[tuple[int, int, AbortedTxn]]:
+    """(position, version, entry) of each whole entry in ``data``."""
+    for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+        yield pos, version, AbortedTxn(pid, first, last, lso)
+
+
 def read_aborted_txns(path: Path) -> Iterator[AbortedTxn]:
+    """The entries of a local segment's index (none if it has no file); a trailing partial
+    entry is ignored, an unknown version raises ``ValueError``."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    usable = len(data) - len(data) % ENTRY_SIZE
-    for pos in range(0, usable, ENTRY_SIZE):
-        version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+    for pos, version, txn in _entries(data):
         if version != _VERSION:
             raise ValueError(f"{path}: unknown AbortedTxn version {version} at {pos}")
-        yield AbortedTxn(pid, first, last, lso)
+        yield txn
+
+
+def load_sealed_aborted_txns(path: Path) -> list[AbortedTxn]:
+    """The entries of a sealed index copied from elsewhere (the remote tier's, cached on
+    local disk), checked: raises ``CorruptIndexError`` unless the file holds whole entries,
+    each with ``first_offset <= last_offset``."""
+    data = path.read_bytes()
+    if len(data) % ENTRY_SIZE:
+        raise CorruptIndexError(f"{path.name}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
+    out = []
+    for _pos, _version, txn in _entries(data):
+        if txn.last_offset < txn.first_offset:
+            raise CorruptIndexError(
+                f"{path.name}: aborted txn {txn.first_offset}..{txn.last_offset} is inverted"
+            )
+        out.append(txn)
+    return out
 
 
 def append_aborted_txn(path: Path, txn: AbortedTxn) -> None:

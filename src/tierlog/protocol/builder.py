@@ -4,7 +4,9 @@ kio generates one frozen dataclass per API version, and the versions differ only
 fields they add or drop. Handlers therefore describe a response once, with plain values, and
 ``mk`` fits it to whichever version the client asked for:
 
-* keyword arguments naming a field that this version lacks are dropped;
+* keyword arguments naming a field that this version lacks are dropped, provided some
+  other version of the schema has it; a name that no version has is a mistake (it would
+  otherwise go out as the field's zero value) and raises ``UnknownFieldError``;
 * fields this version requires but the handler did not give get Kafka's zero value
   (0, "", empty array, null for nullable fields, the nil UUID);
 * nested entities may be given as dicts (or lists of dicts) and are built recursively with
@@ -16,13 +18,17 @@ fields they add or drop. Handlers therefore describe a response once, with plain
 from __future__ import annotations
 
 import datetime
+import importlib
+import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.serial._introspect import (
+from kio.schema.index import schema_name_map
+
+from tierlog.protocol.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
@@ -31,6 +37,16 @@ from kio.serial._introspect import (
 )
 
 T = TypeVar("T")
+
+
+class UnknownFieldError(TypeError):
+    """``mk`` was given a field name that no version of the schema has."""
+
+    def __init__(self, cls: type[Any], name: str) -> None:
+        super().__init__(f"{cls.__module__}.{cls.__qualname__}: no version has a field {name!r}")
+        self.cls = cls
+        self.name = name
+
 
 _Converter = Callable[[Any], Any]
 
@@ -89,13 +105,51 @@ _ZERO_BY_KAFKA_TYPE: dict[str, object] = {
 
 
 class _Plan:
-    __slots__ = ("converters", "zero_fill")
+    __slots__ = ("_any_version", "cls", "converters", "zero_fill")
 
     def __init__(
-        self, converters: dict[str, _Converter], zero_fill: dict[str, Callable[[], Any]]
+        self,
+        cls: type[Any],
+        converters: dict[str, _Converter],
+        zero_fill: dict[str, Callable[[], Any]],
     ) -> None:
+        self.cls = cls
         self.converters = converters
         self.zero_fill = zero_fill
+        self._any_version: frozenset[str] | None = None
+
+    def in_any_version(self, name: str) -> bool:
+        """Whether some version of this entity has ``name`` (looked up on the first miss)."""
+        if self._any_version is None:
+            self._any_version = _names_in_any_version(self.cls)
+        return name in self._any_version
+
+
+#: kio's module for one version of a schema: ``kio.schema.<schema>.v<version>.<kind>``.
+_KIO_MODULE = re.compile(r"^kio\.schema\.(?P<schema>\w+)\.v\d+\.(?P<kind>\w+)$")
+
+
+def _names_in_any_version(cls: type[Any]) -> frozenset[str]:
+    """The field names of ``cls``'s entity across every version kio has of its schema.
+
+    kio gives an entity the same class name in each version's module, so the other versions
+    are found by putting each version of the schema (kio's index lists them) into the module
+    path. A class outside that layout has only its own fields.
+    """
+    names = {f.name for f in fields(cls)}
+    match = _KIO_MODULE.match(cls.__module__)
+    if match is None:
+        return frozenset(names)
+    schema, kind = match["schema"], match["kind"]
+    for version in schema_name_map.get(schema, {}):
+        try:
+            module = importlib.import_module(f"kio.schema.{schema}.v{version}.{kind}")
+        except ImportError:
+            continue
+        other = vars(module).get(cls.__name__)
+        if isinstance(other, type) and is_dataclass(other):
+            names.update(f.name for f in fields(other))
+    return frozenset(names)
 
 
 _PLANS: dict[type[Any], _Plan] = {}
@@ -126,7 +180,7 @@ def _make_plan(cls: type[Any]) -> _Plan:
         converters[f.name] = conv
         if f.default is MISSING and f.default_factory is MISSING:
             zero_fill[f.name] = _zero_factory(f, kind, kafka_type)
-    return _Plan(converters, zero_fill)
+    return _Plan(cls, converters, zero_fill)
 
 
 def _scalar_converter(kafka_type: object) -> _Converter:
@@ -150,7 +204,10 @@ def _zero_factory(f: Any, kind: object, kafka_type: object) -> Callable[[], Any]
 
 
 def mk(cls: type[T], **kw: Any) -> T:
-    """Build ``cls`` from ``kw``, fitting the arguments to this schema version."""
+    """Build ``cls`` from ``kw``, fitting the arguments to this schema version.
+
+    Raises ``UnknownFieldError`` for a name that no version of the schema has.
+    """
     plan = _plan(cls)
     converters = plan.converters
     args: dict[str, Any] = {}
@@ -158,6 +215,8 @@ def mk(cls: type[T], **kw: Any) -> T:
         conv = converters.get(name)
         if conv is not None:
             args[name] = conv(value)
+        elif not plan.in_any_version(name):
+            raise UnknownFieldError(cls, name)
     for name, zero in plan.zero_fill.items():
         if name not in args:
             args[name] = zero()

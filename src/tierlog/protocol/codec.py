@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -19,6 +19,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.framing import size_prefix
 from tierlog.protocol.guard import FrameBoundsError, check_request_frame
 
@@ -171,7 +172,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
     return int(hdr.correlation_id), body
 
 
-def preload_steps(ranges: dict[int, tuple[int, int]]) -> Iterator[None]:
+def preload_steps(ranges: Mapping[ApiKey, tuple[int, int]]) -> Iterator[None]:
     """Warm one (api, version) per step, newest versions first (what clients pick).
 
     A server interleaves the steps with serving, so startup does not wait ~1 s for every
@@ -189,7 +190,7 @@ def preload_steps(ranges: dict[int, tuple[int, int]]) -> Iterator[None]:
             yield
 
 
-def preload(ranges: dict[int, tuple[int, int]]) -> None:
+def preload(ranges: Mapping[ApiKey, tuple[int, int]]) -> None:
     """Import every schema and build every reader/writer we may need, ahead of traffic."""
     for _ in preload_steps(ranges):
         pass

@@ -27,7 +27,7 @@ The CRC covers attributes through the end of the batch.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -264,6 +264,42 @@ def whole_batches_length(buf: Buffer, start: int = 0) -> int:
             break
         pos = nxt
     return pos - start
+
+
+def batch_size_at(buf: Buffer, pos: int = 0) -> int:
+    """Size of the batch at ``pos`` from its length field alone (``buf`` holds at least
+    ``LOG_OVERHEAD`` bytes there); may be garbage where the batches end."""
+    _, batch_length = _PREFIX.unpack_from(buf, pos)
+    return int(batch_length) + LOG_OVERHEAD
+
+
+def header_at(buf: Buffer, pos: int = 0) -> BatchHeader | None:
+    """The header of the batch at ``pos``, unvalidated, or None where the batches end: fewer
+    than ``RECORDS_OFFSET`` bytes left, or a length field no v2 batch can have (trailing
+    garbage, or the zeros of a preallocated file)."""
+    if len(buf) - pos < RECORDS_OFFSET:
+        return None
+    if batch_size_at(buf, pos) < RECORDS_OFFSET:
+        return None
+    return read_header(buf, pos)
+
+
+def walk_headers(
+    read_at: Callable[[int, int], Buffer], start: int, end: int
+) -> Iterator[BatchHeader]:
+    """Headers of the whole batches in ``[start, end)`` of a file, with their positions,
+    reading only ``RECORDS_OFFSET`` bytes per batch through ``read_at(position, size)``.
+
+    Lengths only, nothing validated: for batches validated when they were written. Stops
+    where the batches end (see ``header_at``) or at a batch reaching past ``end``.
+    """
+    pos = start
+    while pos + RECORDS_OFFSET <= end:
+        h = header_at(read_at(pos, RECORDS_OFFSET))
+        if h is None or pos + h.size > end:
+            return
+        yield h._replace(position=pos)
+        pos += h.size
 
 
 def scan_batches(

@@ -12,80 +12,58 @@ from __future__ import annotations
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import encode_response
 from tierlog.protocol.errors import ErrorCode
 
-API_KEY_API_VERSIONS = 18
-
-#: api_key -> (min_version, max_version) we serve.
-ADVERTISED: dict[int, tuple[int, int]] = {
-    0: (3, 12),  # Produce
-    1: (4, 17),  # Fetch
-    2: (1, 10),  # ListOffsets
-    3: (0, 12),  # Metadata
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
-    10: (0, 5),  # FindCoordinator
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
-    16: (0, 4),  # ListGroups
-    18: (0, 4),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    21: (0, 2),  # DeleteRecords
-    22: (0, 5),  # InitProducerId
-    32: (1, 4),  # DescribeConfigs
-    33: (0, 2),  # AlterConfigs
-    37: (0, 3),  # CreatePartitions
-    42: (0, 2),  # DeleteGroups
-    44: (0, 1),  # IncrementalAlterConfigs
-    60: (0, 1),  # DescribeCluster
+#: The API versions we serve, per API: (min_version, max_version).
+ADVERTISED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 12),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.FIND_COORDINATOR: (0, 5),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
-API_NAMES: dict[int, str] = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    16: "ListGroups",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    21: "DeleteRecords",
-    22: "InitProducerId",
-    32: "DescribeConfigs",
-    33: "AlterConfigs",
-    37: "CreatePartitions",
-    42: "DeleteGroups",
-    44: "IncrementalAlterConfigs",
-    60: "DescribeCluster",
-}
+
+#: Lookups by the key read off the wire, which may be one we do not serve.
+_RANGES: dict[int, tuple[int, int]] = {int(key): rng for key, rng in ADVERTISED.items()}
+_NAMES: dict[int, str] = {key: key.kafka_name for key in ADVERTISED}
 
 
 def api_name(api_key: int) -> str:
-    return API_NAMES.get(api_key, f"Unknown{api_key}")
+    """Kafka's name for an API we serve (request metrics are labelled with it)."""
+    return _NAMES.get(api_key, f"Unknown{api_key}")
 
 
 def is_supported(api_key: int, version: int) -> bool:
-    rng = ADVERTISED.get(api_key)
+    rng = _RANGES.get(api_key)
     return rng is not None and rng[0] <= version <= rng[1]
 
 
 def advertised_entries() -> list[dict[str, int]]:
     return [
-        {"api_key": k, "min_version": lo, "max_version": hi}
+        {"api_key": int(k), "min_version": lo, "max_version": hi}
         for k, (lo, hi) in sorted(ADVERTISED.items())
     ]
 
@@ -98,4 +76,4 @@ def api_versions_fallback(correlation_id: int) -> bytes:
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=tuple(mk(ApiVersionV0, **e) for e in advertised_entries()),
     )
-    return encode_response(API_KEY_API_VERSIONS, 0, correlation_id, body)
+    return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

@@ -17,7 +17,6 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
@@ -25,6 +24,7 @@ from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
 from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
+from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
 from tierlog.server.handlers import register_all
@@ -57,6 +57,7 @@ class Broker:
         self.state: BrokerState | None = None
         self.bound: tuple[str, int] | None = None
         self.metrics_port: int | None = None
+        self.cluster: ClusterMode | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -76,20 +77,11 @@ class Broker:
         logs.load(topics.load())
         topics.attach_logs()
         log.info("loaded %d logs in %.2fs", len(logs.all_logs()), time.monotonic() - t0)
-        state = BrokerState(
-            config=cfg,
-            cluster_id=cluster_id,
-            topics=topics,
-            logs=logs,
-            purgatory=FetchPurgatory(),
-            producer_ids=ProducerIdAllocator(state_dir),
-        )
-        self.state = state
+        purgatory = FetchPurgatory()
+        producer_ids = ProducerIdAllocator(state_dir)
+        tiering: Tiering | None = None
         if cfg.remote_storage_system_enabled:
-            state.tiering = await Tiering.start(
-                cfg, topics, logs, state.purgatory, self.metrics.registry
-            )
-            state.remote_reader = state.tiering.reader
+            tiering = await Tiering.start(cfg, topics, logs, purgatory, self.metrics.registry)
         self.metrics.add_partition_source(self._partition_stats)
         cleaner = logs.start_cleaner(cleaner_config_for(cfg))
         self.metrics.registry.register(CleanerCollector(cleaner.health))
@@ -110,17 +102,21 @@ class Broker:
         )
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))
-        adv = cfg.values["advertised.listeners"]
-        if adv:
-            a = cfg.advertised_listeners[0]
-            state.advertised = (a.host, a.port or self.bound[1])
-        else:
-            state.advertised = (
-                listener.host if listener.host not in ("", "0.0.0.0") else "127.0.0.1",
-                self.bound[1],
-            )
-        state.groups = await build_group_coordinator(state)
+        advertised = self._advertised(self.bound[1])
+        state = BrokerState(
+            config=cfg,
+            cluster_id=cluster_id,
+            topics=topics,
+            logs=logs,
+            purgatory=purgatory,
+            producer_ids=producer_ids,
+            groups=await build_group_coordinator(cfg, topics, advertised),
+            advertised=advertised,
+            tiering=tiering,
+        )
+        self.state = state
         register_all(router, state)
+        self.cluster = await ClusterMode.start(cfg, state.advertised)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -142,6 +138,18 @@ class Broker:
             cfg.node_id,
             *self.bound,
             cluster_id,
+        )
+
+    def _advertised(self, bound_port: int) -> tuple[str, int]:
+        """The first advertised listener, or the bound one (with its kernel-picked port)."""
+        cfg = self.config
+        if cfg.values["advertised.listeners"]:
+            a = cfg.advertised_listeners[0]
+            return a.host, a.port or bound_port
+        listener = cfg.listeners[0]
+        return (
+            listener.host if listener.host not in ("", "0.0.0.0") else "127.0.0.1",
+            bound_port,
         )
 
     def ready_line(self) -> str:
@@ -176,12 +184,13 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if self.cluster is not None:
+            await self.cluster.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
-            if state.groups is not None:
-                await state.groups.close()
+            await state.groups.close()
             if state.tiering is not None:
                 await state.tiering.close()
             state.logs.shutdown()
@@ -199,7 +208,7 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
-    async def _flush_rolled_segments(self, logs: Any) -> None:
+    async def _flush_rolled_segments(self, logs: LogManager) -> None:
         """fsync rolled segments off the loop, every second (Kafka does it on its scheduler
         right after each roll); the recovery point follows each flush."""
         while True:
@@ -221,8 +230,8 @@ class Broker:
 
     async def _retention(self) -> None:
         """One retention pass, yielding to the loop every few partitions: it stays on the
-        loop (reads there need no guard against a concurrent segment close), but a pass
-        over 1,000 partitions no longer holds every request for ~100 ms."""
+        loop (reads there need no guard against a concurrent segment close), and a pass
+        over 1,000 partitions (~100 ms of Python) does not hold every request that long."""
         assert self.state is not None
         for i, _ in enumerate(self.state.logs.retention_steps(int(time.time() * 1000))):
             if i % RETENTION_STEP == RETENTION_STEP - 1:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.config.broker import BrokerConfig
 from tierlog.server.group import (
     OFFSETS_TOPIC,
     CoordinatorNode,
@@ -15,7 +16,7 @@ from tierlog.server.group import (
     GroupCoordinatorConfig,
 )
 from tierlog.server.group.log_store import LogOffsetsStore
-from tierlog.server.state import BrokerState
+from tierlog.server.topics import TopicManager
 
 #: ``__consumer_offsets`` must never lose commits to retention; the topic keeps everything
 #: and the coordinator replays it on start. Its compaction (Kafka's) needs the store's
@@ -29,10 +30,10 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 
 
-async def build_group_coordinator(state: BrokerState) -> GroupCoordinator:
-    cfg = state.config
-    host, port = state.advertised
-    topics = state.topics
+async def build_group_coordinator(
+    cfg: BrokerConfig, topics: TopicManager, advertised: tuple[str, int]
+) -> GroupCoordinator:
+    host, port = advertised
 
     def partition_exists(topic: str, partition: int) -> bool:
         return topics.get_log(topic, partition) is not None

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import (
     MalformedRequest,
@@ -30,12 +31,7 @@ from tierlog.protocol.codec import (
     response_schema,
 )
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.versions import (
-    API_KEY_API_VERSIONS,
-    api_name,
-    api_versions_fallback,
-    is_supported,
-)
+from tierlog.protocol.versions import api_name, api_versions_fallback, is_supported
 from tierlog.server.connection import ConnectionInfo, Reply
 from tierlog.server.metrics import BrokerMetrics
 
@@ -72,7 +68,7 @@ class Router:
         self._handlers: dict[int, Handler] = {}
         self._metrics = metrics
 
-    def register(self, api_key: int, handler: Handler) -> None:
+    def register(self, api_key: ApiKey, handler: Handler) -> None:
         self._handlers[api_key] = handler
 
     async def handle(self, frame: bytes, conn: ConnectionInfo) -> Reply:
@@ -81,7 +77,7 @@ class Router:
         try:
             request = decode_request(frame)
         except UnknownRequestSchema as e:
-            if e.api_key == API_KEY_API_VERSIONS:
+            if e.api_key == ApiKey.API_VERSIONS:
                 return self._sent([api_versions_fallback(e.correlation_id)])
             log.warning("closing connection from %s: %s", conn.peer, e)
             return None
@@ -92,7 +88,7 @@ class Router:
         handler = self._handlers.get(hdr.api_key)
         name = api_name(hdr.api_key)
         if handler is None or not is_supported(hdr.api_key, hdr.api_version):
-            if hdr.api_key == API_KEY_API_VERSIONS:
+            if hdr.api_key == ApiKey.API_VERSIONS:
                 return self._sent([api_versions_fallback(hdr.correlation_id)])
             log.info("unsupported api_key=%d v%d from %s", hdr.api_key, hdr.api_version, conn.peer)
             body = error_response(hdr.api_key, hdr.api_version, ErrorCode.UNSUPPORTED_VERSION)

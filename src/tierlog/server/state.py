@@ -6,10 +6,12 @@ brokers in one process and every dependency of a handler is visible in one place
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tierlog.config.broker import BrokerConfig
+from tierlog.log import LogManager
+from tierlog.server.group import GroupCoordinator
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
@@ -26,18 +28,15 @@ class BrokerState:
     config: BrokerConfig
     cluster_id: str
     topics: TopicManager
-    logs: Any
+    logs: LogManager
     purgatory: FetchPurgatory
     producer_ids: ProducerIdAllocator
-    groups: Any = None
-    #: Tiered read path (``TieredReadHooks``); None when tiered storage is off.
-    remote_reader: Any = None
+    groups: GroupCoordinator
+    #: (host, port) given to clients: the bound listener's (port 0 support) unless advertised.
+    advertised: tuple[str, int]
     #: The RemoteLogManager and its lifecycle hooks; None when tiered storage is off.
     tiering: Tiering | None = None
-    #: (host, port) given to clients; filled in once the listener is bound (port 0 support).
-    advertised: tuple[str, int] = ("127.0.0.1", 9092)
     shutting_down: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def node_id(self) -> int:

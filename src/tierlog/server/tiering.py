@@ -31,7 +31,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -48,8 +47,13 @@ from tierlog.tiered.api import (
     SupportsMetadataTopic,
     plugin_class,
 )
-from tierlog.tiered.manager import RemoteLogManager, RemoteMetrics, StopPartition
-from tierlog.tiered.manager.server_hooks import TieredReadHooks, build_remote_log_manager
+from tierlog.tiered.manager import (
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+    RemoteMetrics,
+    StopPartition,
+)
+from tierlog.tiered.manager.server_hooks import build_remote_log_manager
 from tierlog.tiered.metadata import METADATA_TOPIC, RLMM_ALIASES
 
 __all__ = [
@@ -61,12 +65,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Broker keys named differently in Kafka (KIP-1241) and in the manager's settings.
-_RENAMED = {
-    "log.remote.copy.lag.ms": "remote.log.copy.lag.ms",
-    "log.remote.copy.lag.bytes": "remote.log.copy.lag.bytes",
-}
-_INIT_TIMEOUT_KEY = "remote.log.metadata.initialization.retry.max.timeout.ms"
 _NUM_PARTITIONS_KEY = "remote.log.metadata.topic.num.partitions"
 
 
@@ -104,15 +102,6 @@ def plugin_settings(cfg: BrokerConfig) -> PluginSettings:
     )
 
 
-def _manager_values(cfg: BrokerConfig, settings: PluginSettings) -> dict[str, Any]:
-    values = dict(cfg.values)
-    for kafka_key, manager_key in _RENAMED.items():
-        values[manager_key] = values.get(kafka_key)
-    values["remote.log.storage.manager.class.name"] = settings.rsm_class
-    values["remote.log.metadata.manager.class.name"] = settings.rlmm_class
-    return values
-
-
 class Tiering:
     """The broker's RemoteLogManager plus the bookkeeping of what it was told."""
 
@@ -123,7 +112,6 @@ class Tiering:
         logs: LogManager,
     ) -> None:
         self.rlm = rlm
-        self.reader = TieredReadHooks(rlm, topics.get_log)
         self._topics = topics
         self._logs = logs
         self._closed = False
@@ -144,8 +132,10 @@ class Tiering:
         try:
             rlm = await asyncio.to_thread(
                 build_remote_log_manager,
-                _manager_values(cfg, settings),
+                RemoteLogManagerConfig.from_broker_config(cfg),
+                settings.rsm_class,
                 settings.rsm_props,
+                settings.rlmm_class,
                 settings.rlmm_props,
                 cfg.log_dirs[0],
                 rlmm_aliases=RLMM_ALIASES,

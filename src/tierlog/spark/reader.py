@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tierlog.protocol.errors import ErrorCode
 from tierlog.spark.decode import decode_batches
 from tierlog.spark.planning import Slice, position_for
 from tierlog.spark.segments import offset_index, open_log, warm_segment
-from tierlog.spark.wire import OFFSET_OUT_OF_RANGE, BrokerClient, BrokerError
+from tierlog.spark.wire import BrokerClient, BrokerError
 from tierlog.tiered.api import RemoteResourceNotFoundException
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,7 @@ class _SliceReader:
             end=self.s.end,
             include_headers=self.ctx.include_headers,
         )
-        if d.next_offset > self.cursor:
-            self.cursor = d.next_offset
+        self.cursor = max(self.cursor, d.next_offset)
         return d.batch, d.consumed
 
     def cold(self) -> Iterator[pa.RecordBatch]:
@@ -101,10 +101,13 @@ class _SliceReader:
             empty_fetches = 0
             while self.cursor < self.s.end:
                 r = client.fetch(self.s.tp, self.cursor, max_bytes=FETCH_BYTES)
-                if r.error_code == OFFSET_OUT_OF_RANGE:
+                if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     ((earliest, _),) = client.list_offsets({self.s.tp: -2}).values()
                     if self.cursor >= earliest:
-                        raise BrokerError(f"offset {self.cursor} of {self.s.tp} out of range", 1)
+                        raise BrokerError(
+                            f"offset {self.cursor} of {self.s.tp} out of range",
+                            ErrorCode.OFFSET_OUT_OF_RANGE,
+                        )
                     stop = min(earliest, self.s.end)
                     _lost(self.ctx, self.s, self.cursor, stop, f"log start offset is {earliest}")
                     self.cursor = stop

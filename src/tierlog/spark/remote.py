@@ -28,11 +28,12 @@ from tierlog.tiered.api import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.tiered.metadata import (
-    METADATA_TOPIC,
-    RemoteLogMetadataTopicPartitioner,
+from tierlog.tiered.metadata import METADATA_TOPIC
+from tierlog.tiered.metadata.fold import (
+    MetadataLogReader,
+    fold_metadata_partitions,
+    read_metadata_partition,
 )
-from tierlog.tiered.metadata.fold import fold_metadata
 
 log = logging.getLogger(__name__)
 
@@ -78,24 +79,41 @@ def executor_props(broker_props: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+class BrokerMetadataReader(MetadataLogReader):
+    """``__remote_log_metadata`` (or ``topic``) read through the job's broker client."""
+
+    def __init__(self, client: BrokerClient, topic: str = METADATA_TOPIC) -> None:
+        self._client = client
+        self._topic = topic
+
+    def offsets(self, partition: int) -> tuple[int, int]:
+        tp = (self._topic, partition)
+        ((start, _),) = self._client.list_offsets({tp: -2}).values()
+        ((end, _),) = self._client.list_offsets({tp: -1}).values()
+        return start, end
+
+    def read(
+        self, partition: int, offset: int, end: int
+    ) -> tuple[list[tuple[int, bytes | None]], int]:
+        r = self._client.fetch((self._topic, partition), offset)
+        if r.error_code != 0:
+            raise OptionError(f"cannot read {self._topic}-{partition}: error {r.error_code}")
+        d = decode_batches(
+            r.records,
+            topic=self._topic,
+            partition=partition,
+            start=offset,
+            end=end,
+            include_headers=False,
+        )
+        offsets = d.batch.column("offset").to_pylist()
+        values = d.batch.column("value").to_pylist()
+        return list(zip(offsets, values, strict=True)), d.next_offset
+
+
 def read_partition(client: BrokerClient, tp: TP) -> list[bytes]:
     """Every record value of one partition, from its start to the end taken first."""
-    ((start, _),) = client.list_offsets({tp: -2}).values()
-    ((end, _),) = client.list_offsets({tp: -1}).values()
-    values: list[bytes] = []
-    cursor = start
-    while cursor < end:
-        r = client.fetch(tp, cursor)
-        if r.error_code != 0:
-            raise OptionError(f"cannot read {tp[0]}-{tp[1]}: error {r.error_code}")
-        d = decode_batches(
-            r.records, topic=tp[0], partition=tp[1], start=cursor, end=end, include_headers=False
-        )
-        values.extend(v for v in d.batch.column("value").to_pylist() if v is not None)
-        if d.next_offset <= cursor:
-            break
-        cursor = d.next_offset
-    return values
+    return read_metadata_partition(BrokerMetadataReader(client, tp[0]), tp[1])
 
 
 def remote_catalog(
@@ -108,26 +126,21 @@ def remote_catalog(
     if spec is None:
         log.warning("no remote storage plugin configured; reading everything via the broker")
         return {}
-    partitioner = RemoteLogMetadataTopicPartitioner(len(meta.leaders))
     wanted: dict[TopicIdPartition, TP] = {}
     for name, info in topics.items():
         for p in info.leaders:
             wanted[TopicIdPartition(uuid.UUID(info.topic_id), name, p)] = (name, p)
-    by_mp: dict[int, dict[TopicIdPartition, TP]] = {}
-    for tip, tp in wanted.items():
-        by_mp.setdefault(partitioner.metadata_partition(tip), {})[tip] = tp
+    caches = fold_metadata_partitions(BrokerMetadataReader(client), len(meta.leaders), wanted)
     out: dict[TP, list[ColdSegment]] = {}
-    for mp, members in sorted(by_mp.items()):
-        caches = fold_metadata(read_partition(client, (METADATA_TOPIC, mp)), members)
-        for tip, cache in caches.items():
-            out[members[tip]] = [
-                ColdSegment(
-                    m.start_offset,
-                    m.end_offset,
-                    m.segment_size_in_bytes,
-                    RemoteSegmentRef.of(spec, m),
-                )
-                for m in cache.list_all_remote_log_segments()
-                if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-            ]
+    for tip, cache in caches.items():
+        out[wanted[tip]] = [
+            ColdSegment(
+                m.start_offset,
+                m.end_offset,
+                m.segment_size_in_bytes,
+                RemoteSegmentRef.of(spec, m),
+            )
+            for m in cache.list_all_remote_log_segments()
+            if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
     return out

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy as np
-
-from tierlog.spark.decode import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD
+from tierlog.log.index import OffsetPosition, readable_offset_entries
+from tierlog.protocol.records import walk_headers
 from tierlog.spark.planning import ColdSegment
 from tierlog.tiered.api import (
     RSM_ALIASES,
@@ -31,8 +29,6 @@ from tierlog.tiered.api import (
     SupportsReadAhead,
     load_plugin,
 )
-
-_LENGTH = struct.Struct(">qi")
 
 
 @dataclass(frozen=True)
@@ -122,20 +118,8 @@ def warm_segment(ref: object, position: int) -> None:
             rsm.warm(ref.metadata(), position)
 
 
-def parse_offset_index(data: bytes, base_offset: int) -> list[tuple[int, int]]:
-    """Kafka `.index` entries (u32 relative offset, u32 position) as absolute pairs.
-
-    Active-segment index files are preallocated with zeros, so entries stop at the first
-    one that does not move forward.
-    """
-    raw = np.frombuffer(data[: len(data) // 8 * 8], dtype=">u4").reshape(-1, 2).astype(np.int64)
-    if len(raw) == 0:
-        return []
-    rel, pos = raw[:, 0], raw[:, 1]
-    forward = np.ones(len(raw), dtype=bool)
-    forward[1:] = (rel[1:] > rel[:-1]) & (pos[1:] > pos[:-1])
-    stop = int(np.argmin(forward)) if not bool(forward.all()) else len(raw)
-    return list(zip((rel[:stop] + base_offset).tolist(), pos[:stop].tolist(), strict=True))
+def _as_pairs(entries: list[OffsetPosition]) -> list[tuple[int, int]]:
+    return [(e.offset, e.position) for e in entries]
 
 
 def offset_index(ref: object, base_offset: int) -> list[tuple[int, int]]:
@@ -144,9 +128,9 @@ def offset_index(ref: object, base_offset: int) -> list[tuple[int, int]]:
         path = Path(ref.log_path).with_suffix(".index")
         if not path.exists():
             return []
-        return parse_offset_index(path.read_bytes(), base_offset)
+        return _as_pairs(readable_offset_entries(path.read_bytes(), base_offset))
     with storage_plugin(ref.rsm).fetch_index(ref.metadata(), IndexType.OFFSET) as stream:
-        return parse_offset_index(stream.read(), base_offset)
+        return _as_pairs(readable_offset_entries(stream.read(), base_offset))
 
 
 def _last_offset(path: Path, index: list[tuple[int, int]]) -> tuple[int, int]:
@@ -155,14 +139,14 @@ def _last_offset(path: Path, index: list[tuple[int, int]]) -> tuple[int, int]:
     pos = index[-1][1] if index else 0
     last = -1
     with open(path, "rb") as f:
-        while pos + HEADER_SIZE <= size:
-            f.seek(pos)
-            head = f.read(HEADER_SIZE)
-            base, length = _LENGTH.unpack_from(head)
-            if length <= 0 or pos + LOG_OVERHEAD + length > size:
-                break
-            last = base + BATCH_HEADER.unpack_from(head)[6]
-            pos += LOG_OVERHEAD + length
+
+        def read_at(position: int, n: int) -> bytes:
+            f.seek(position)
+            return f.read(n)
+
+        for h in walk_headers(read_at, pos, size):
+            last = h.last_offset
+            pos = h.end
     return last, pos
 
 
@@ -206,7 +190,6 @@ __all__ = [
     "SegmentRef",
     "offset_index",
     "open_log",
-    "parse_offset_index",
     "read_all",
     "scan_log_dir",
     "storage_plugin",

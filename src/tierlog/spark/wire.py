@@ -1,37 +1,24 @@
-"""A small blocking Kafka client for Spark's driver and executors: Metadata, ListOffsets, Fetch.
+"""Spark's requests to the broker: Metadata, ListOffsets, Fetch and DescribeConfigs.
 
-Why not a stock client: the source needs raw record batches (to feed the same vectorised
-decoder the cold path uses, and to see control batches so offset bounds stay exact), which
-librdkafka-based consumers never hand out. Requests go through `tierlog.protocol.codec`
-(kio), one in flight per connection, which is all a task needs. Partitions are routed to
-their leader from Metadata; this is a single-node broker today but the client does not
-assume it.
+They run over ``tierlog.client.WireConnection``, the one blocking wire client, which hands
+out raw record batches (fed to the same vectorised decoder the cold path uses, control
+batches included so offset bounds stay exact), something librdkafka-based consumers never
+do. What is Spark's own here is the routing: partitions go to their leader from Metadata,
+one connection per node; this is a single-node broker today but the client does not assume
+it. API keys and error codes are ``tierlog.protocol``'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from kio.schema.describe_configs.v4 import request as dc_req
-from kio.schema.fetch.v12 import request as fetch_req
-from kio.schema.list_offsets.v9 import request as lo_req
-from kio.schema.metadata.v12 import request as md_req
 
 from tierlog.client import WireConnection, parse_bootstrap
-from tierlog.protocol.builder import mk
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.config_resources import ConfigResourceType
 
 TP = tuple[str, int]
-_SIZE = struct.Struct(">i")
-FETCH, LIST_OFFSETS, METADATA, DESCRIBE_CONFIGS = 1, 2, 3, 32
 FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 9, 12, 4
-RESOURCE_BROKER = 4
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER = 6
 
 
 class BrokerError(RuntimeError):
@@ -105,13 +92,12 @@ class BrokerClient:
 
     def metadata(self, topics: Iterable[str] | None = None) -> dict[str, TopicInfo]:
         """All topics (None) or the named ones; unknown names are simply absent."""
-        req_topics = (
-            None
-            if topics is None
-            else tuple(mk(md_req.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
+        resp = self._conn(None).call(
+            ApiKey.METADATA,
+            METADATA_V,
+            topics=None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+            allow_auto_topic_creation=False,
         )
-        body = mk(md_req.MetadataRequest, topics=req_topics, allow_auto_topic_creation=False)
-        resp = self._conn(None).request(METADATA, METADATA_V, body)
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         out: dict[str, TopicInfo] = {}
         for t in resp.topics:
@@ -133,27 +119,19 @@ class BrokerClient:
 
         Offset -1 means no record at or after the timestamp.
         """
-        by_leader: dict[int | None, dict[str, list[Any]]] = {}
+        by_leader: dict[int | None, dict[str, list[dict[str, int]]]] = {}
         for (topic, p), ts in queries.items():
-            part = mk(
-                lo_req.ListOffsetsPartition,
-                partition_index=p,
-                current_leader_epoch=-1,
-                timestamp=ts,
-            )
+            part = {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
             by_leader.setdefault(self._leader((topic, p)), {}).setdefault(topic, []).append(part)
         out: dict[TP, tuple[int, int]] = {}
         for leader, topics in by_leader.items():
-            body = mk(
-                lo_req.ListOffsetsRequest,
+            resp = self._conn(leader).call(
+                ApiKey.LIST_OFFSETS,
+                LIST_OFFSETS_V,
                 replica_id=-1,
                 isolation_level=0,
-                topics=tuple(
-                    mk(lo_req.ListOffsetsTopic, name=t, partitions=tuple(ps))
-                    for t, ps in topics.items()
-                ),
+                topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
             )
-            resp = self._conn(leader).request(LIST_OFFSETS, LIST_OFFSETS_V, body)
             for t in resp.topics:
                 for p in t.partitions:
                     if int(p.error_code) != 0:
@@ -169,29 +147,28 @@ class BrokerClient:
     ) -> FetchedPartition:
         """Raw batches from `offset` (read_uncommitted, sessionless)."""
         topic, p = tp
-        part = mk(
-            fetch_req.FetchPartition,
-            partition=p,
-            current_leader_epoch=-1,
-            fetch_offset=offset,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=max_bytes,
-        )
-        body = mk(
-            fetch_req.FetchRequest,
+        part = {
+            "partition": p,
+            "current_leader_epoch": -1,
+            "fetch_offset": offset,
+            "last_fetched_epoch": -1,
+            "log_start_offset": -1,
+            "partition_max_bytes": max_bytes,
+        }
+        resp = self._conn(self._leader(tp)).call(
+            ApiKey.FETCH,
+            FETCH_V,
             replica_id=-1,
-            max_wait=dt.timedelta(milliseconds=max_wait_ms),
+            max_wait=max_wait_ms,
             min_bytes=1,
             max_bytes=max_bytes,
             isolation_level=0,
             session_id=0,
             session_epoch=-1,
-            topics=(mk(fetch_req.FetchTopic, topic=topic, partitions=(part,)),),
-            forgotten_topics_data=(),
+            topics=[{"topic": topic, "partitions": [part]}],
+            forgotten_topics_data=[],
             rack_id="",
         )
-        resp = self._conn(self._leader(tp)).request(FETCH, FETCH_V, body)
         if int(resp.error_code) != 0:
             raise BrokerError(f"Fetch: error {int(resp.error_code)}", int(resp.error_code))
         data = resp.responses[0].partitions[0]
@@ -207,19 +184,19 @@ class BrokerClient:
         if not self._nodes:
             self.metadata([])
         node = min(self._nodes) if self._nodes else 0
-        resource = mk(
-            dc_req.DescribeConfigsResource,
-            resource_type=RESOURCE_BROKER,
-            resource_name=str(node),
-            configuration_keys=None,
-        )
-        body = mk(
-            dc_req.DescribeConfigsRequest,
-            resources=(resource,),
+        resp = self._conn(None).call(
+            ApiKey.DESCRIBE_CONFIGS,
+            DESCRIBE_CONFIGS_V,
+            resources=[
+                {
+                    "resource_type": ConfigResourceType.BROKER,
+                    "resource_name": str(node),
+                    "configuration_keys": None,
+                }
+            ],
             include_synonyms=False,
             include_documentation=False,
         )
-        resp = self._conn(None).request(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_V, body)
         out: dict[str, str | None] = {}
         for result in resp.results:
             if int(result.error_code) != 0:

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
@@ -79,12 +79,12 @@ class ObjectStoreBroker:
         return str(self.broker.bootstrap)
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             code, message = c.create_topic(name, partitions, configs)
         assert code == 0, (code, message)
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             r = c.list_offset(topic, partition, timestamp)
         assert r.error_code == 0, ErrorCode(r.error_code)
         return r.offset

@@ -30,7 +30,6 @@ from tierlog.tiered.api import (
     TopicIdPartition,
 )
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManager
-from tierlog.tiered.manager.reader import WARM_WINDOW_BYTES
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -149,7 +148,7 @@ def test_reading_the_end_of_a_segment_warms_the_first_chunks_of_the_next(
 def test_a_read_far_from_the_segment_end_does_not_warm_the_next(
     stacks: Callable[[list[int], dict[str, str]], WarmStack],
 ) -> None:
-    big = WARM_WINDOW_BYTES + 4 * MiB
+    big = 20 * MiB
     st = stacks(
         [big, 40 * KiB],
         {"chunk.size": str(MiB), "fetch.chunk.cache.prefetch.max.size": str(2 * MiB)},
@@ -158,7 +157,7 @@ def test_a_read_far_from_the_segment_end_does_not_warm_the_next(
     st.read(0, 256 * KiB)  # the first 256 KiB of a segment of 20 MiB
     assert not st.manifest_cached(second) and not st.first_chunk_cached(second)
 
-    # a read in the last WARM_WINDOW_BYTES of the first segment warms the second
+    # a read near the end of the first segment warms the second
     tail_offset = first.end_offset - 10
     records = st.read(tail_offset, 256 * KiB)
     assert offsets_of(records)[0] == tail_offset

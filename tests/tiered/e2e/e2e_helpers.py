@@ -24,8 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
 from tierlog.log.names import TopicPartition
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import StorageEvent, read_events, write_faults
@@ -87,7 +88,7 @@ class TieredBroker:
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
     ) -> None:
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             code, message = c.create_topic(name, partitions, configs)
         assert code == 0, (code, message)
 
@@ -97,9 +98,9 @@ class TieredBroker:
             {"name": k.replace("_", "."), "config_operation": 0 if v is not None else 1, "value": v}
             for k, v in settings.items()
         ]
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             r = c.call(
-                44,
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
                 1,
                 resources=[{"resource_type": 2, "resource_name": topic, "configs": ops}],
                 validate_only=False,
@@ -108,14 +109,14 @@ class TieredBroker:
         return int(res.error_code), res.error_message
 
     def delete_topic(self, topic: str) -> None:
-        with WireClient(self.bootstrap) as c:
-            r = c.call(20, 5, topic_names=[topic], timeout=30_000)
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
+            r = c.call(ApiKey.DELETE_TOPICS, 5, topic_names=[topic], timeout=30_000)
         assert r.responses[0].error_code == 0
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             r = c.call(
-                21,
+                ApiKey.DELETE_RECORDS,
                 2,
                 topics=[
                     {
@@ -133,7 +134,7 @@ class TieredBroker:
         self, topic: str, partition: int, timestamp: int, version: int = 9
     ) -> tuple[int, int, int, int]:
         """(error code, offset, leader epoch, timestamp) of one ListOffsets lookup."""
-        with WireClient(self.bootstrap) as c:
+        with WireConnection.to_bootstrap(self.bootstrap) as c:
             r = c.list_offset(topic, partition, timestamp, version=version)
         return r.error_code, r.offset, r.leader_epoch, r.timestamp
 

@@ -28,7 +28,8 @@ from gated_rsm import HOLD_FILE
 
 from helpers.broker import BrokerProcess
 from helpers.poll import holds_for, wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
@@ -137,9 +138,9 @@ def test_oversized_custom_metadata_undoes_the_copy_and_stops_copying(
 def _fetch_from_zero(
     tb: TieredBroker, topic: str, partitions: range
 ) -> dict[int, tuple[int, bytes]]:
-    with WireClient(tb.bootstrap) as c:
+    with WireConnection.to_bootstrap(tb.bootstrap) as c:
         r = c.call(
-            1,
+            ApiKey.FETCH,
             12,
             replica_id=-1,
             max_wait=0,

@@ -19,7 +19,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from helpers.poll import wait_until
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.metrics import METRIC_DOCS
 
@@ -145,9 +146,9 @@ def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: Tiere
         tiered.produce(topic, range(2 * N + 1), partition=p)
     for p in range(parts):
         _wait_fully_tiered(tiered, topic, 2 * N, p)
-    with WireClient(tiered.bootstrap) as c:
+    with WireConnection.to_bootstrap(tiered.bootstrap) as c:
         r = c.call(
-            1,
+            ApiKey.FETCH,
             12,
             replica_id=-1,
             max_wait=500,
@@ -199,9 +200,9 @@ def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> Non
 
 
 def _follower_fetch(tb: TieredBroker, topic: str, offset: int) -> tuple[int, int, bytes]:
-    with WireClient(tb.bootstrap) as c:
+    with WireConnection.to_bootstrap(tb.bootstrap) as c:
         r = c.call(
-            1,
+            ApiKey.FETCH,
             12,
             replica_id=1,
             max_wait=0,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from tierlog.cli import WireClient
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 from tierlog.tiered.metadata import METADATA_TOPIC, MetadataTopicIO
@@ -21,13 +22,13 @@ class WireMetadataTopicIO(MetadataTopicIO):
     def __init__(self, bootstrap: str) -> None:
         self._bootstrap = bootstrap
         self._local = threading.local()
-        self._clients: list[WireClient] = []
+        self._clients: list[WireConnection] = []
         self._lock = threading.Lock()
 
-    def _client(self) -> WireClient:
-        c: WireClient | None = getattr(self._local, "client", None)
+    def _client(self) -> WireConnection:
+        c: WireConnection | None = getattr(self._local, "client", None)
         if c is None:
-            c = WireClient(self._bootstrap, timeout_s=10)
+            c = WireConnection.to_bootstrap(self._bootstrap, timeout_s=10)
             self._local.client = c
             with self._lock:
                 self._clients.append(c)
@@ -41,7 +42,7 @@ class WireMetadataTopicIO(MetadataTopicIO):
 
     def _partition_count(self) -> int:
         md = self._client().call(
-            3, 12, topics=[{"name": METADATA_TOPIC}], allow_auto_topic_creation=False
+            ApiKey.METADATA, 12, topics=[{"name": METADATA_TOPIC}], allow_auto_topic_creation=False
         )
         t = md.topics[0]
         return len(t.partitions) if t.error_code == 0 else 0
@@ -51,7 +52,7 @@ class WireMetadataTopicIO(MetadataTopicIO):
         if count:
             return count
         r = self._client().call(
-            19,
+            ApiKey.CREATE_TOPICS,
             5,
             topics=[
                 {
@@ -72,7 +73,7 @@ class WireMetadataTopicIO(MetadataTopicIO):
 
     def append(self, partition: int, key: bytes | None, value: bytes) -> int:
         r = self._client().call(
-            0,
+            ApiKey.PRODUCE,
             9,
             transactional_id=None,
             acks=-1,

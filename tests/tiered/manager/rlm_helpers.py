@@ -137,10 +137,12 @@ def make_stack(
     autorun: bool = False,
     lead: bool = True,
     topic_io: InMemoryMetadataTopicIO | None = None,
+    rsm: DirectoryRemoteStorageManager | None = None,
 ) -> Stack:
     """A log, the directory plugin, the topic-based RLMM and an RLM under ``root``; with
     ``topic_io`` from an earlier stack on the same root, a broker restart: the log is
-    reopened from disk and the metadata replayed from that topic."""
+    reopened from disk and the metadata replayed from that topic. ``rsm``: a directory
+    plugin (or subclass) to configure instead of a new one."""
     topic_io = topic_io or InMemoryMetadataTopicIO()
     cfg = log_config or LogConfig(
         index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1
@@ -152,7 +154,7 @@ def make_stack(
         topic_id=TIP.topic_id,
         remote_enabled=True,
     )
-    rsm = DirectoryRemoteStorageManager()
+    rsm = rsm if rsm is not None else DirectoryRemoteStorageManager()
     rsm.configure({"dir": str(root / "remote")})
     rlmm = TopicBasedRemoteLogMetadataManager(topic_io)
     rlmm.configure(

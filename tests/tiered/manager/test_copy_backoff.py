@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from rlm_helpers import make_stack
 
+from tierlog.config import load_broker_config
 from tierlog.storage.directory import COPY
 from tierlog.tiered.manager import RemoteLogManagerConfig
 from tierlog.tiered.manager.backoff import RetryBackoff
@@ -29,14 +30,14 @@ def test_jitter_spreads_the_delay_both_ways(rand: float, expected: int) -> None:
 
 
 def test_broker_keys_reach_the_manager_config() -> None:
-    class Broker:
-        values = {
-            "remote.log.manager.task.retry.backoff.ms": 250,
-            "remote.log.manager.task.retry.backoff.max.ms": 4_000,
-            "remote.log.manager.task.retry.jitter": 0.0,
+    broker = load_broker_config(
+        {
+            "remote.log.manager.task.retry.backoff.ms": "250",
+            "remote.log.manager.task.retry.backoff.max.ms": "4000",
+            "remote.log.manager.task.retry.jitter": "0.0",
         }
-
-    c = RemoteLogManagerConfig.from_broker_config(Broker())
+    )
+    c = RemoteLogManagerConfig.from_broker_config(broker)
     assert (c.retry_backoff_ms, c.retry_backoff_max_ms, c.retry_jitter) == (250, 4_000, 0.0)
 
 

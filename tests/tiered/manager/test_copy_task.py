@@ -99,41 +99,36 @@ def test_copy_lag_holds_back_recent_segments() -> None:
     assert len(candidate_segments(segs, 0, 30, now_ms=5_000, lag_ms=1_000, lag_bytes=-1)) == 2
 
 
-def test_failed_copy_is_cleaned_up_and_retried_with_a_fresh_id(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("fault", "segments", "rsm_failed", "retried"),
+    [
+        ({"fail_copy": 1}, 1, True, True),
+        ({"custom_metadata_bytes": 256}, 2, False, False),
+    ],
+    ids=["rsm-failure-is-retried-with-a-fresh-id", "oversized-custom-metadata-cancels-the-task"],
+)
+def test_failed_copy_is_deleted_again_and_never_finished(
+    tmp_path: Path, fault: dict[str, int], segments: int, rsm_failed: bool, retried: bool
+) -> None:
     st = make_stack(tmp_path)
     try:
-        st.produce(10, per_segment=10)
-        st.rsm.inject_faults(fail_copy=1)
+        st.produce(10 * segments, per_segment=10)
+        st.rsm.inject_faults(**fault)
         st.rlm.run_now(st.tp, "copy")
         failed_copy, cleanup = st.rsm.events()
-        assert (failed_copy.type, failed_copy.failed) == (COPY, True)
+        assert (failed_copy.type, failed_copy.failed) == (COPY, rsm_failed)
         assert (cleanup.type, cleanup.segment_id) == (DELETE, failed_copy.segment_id)
         assert st.remote() == []  # DELETE_FINISHED is no longer listed
         assert st.log.highest_offset_in_remote_storage == -1
-        assert st.metric("tierlog_remote_copy_errors_total") == 1
-        assert st.metric("tierlog_remote_copy_bytes_total") == 0
-        assert "copy" in st.rlm.tasks_of(st.tp)  # not cancelled
-        st.rlm.run_now(st.tp, "copy")
-        assert st.finished() == [(0, 9)]
-        assert str(st.remote()[0].remote_log_segment_id.id) != failed_copy.segment_id
-    finally:
-        st.close()
-
-
-def test_oversized_custom_metadata_deletes_copy_and_cancels_task(tmp_path: Path) -> None:
-    st = make_stack(tmp_path)
-    try:
-        st.produce(20, per_segment=10)
-        st.rsm.inject_faults(custom_metadata_bytes=256)
-        st.rlm.run_now(st.tp, "copy")
-        assert [e.type for e in st.rsm.events()] == [COPY, DELETE]
-        assert st.remote() == []
-        assert st.log.highest_offset_in_remote_storage == -1
-        assert "copy" not in st.rlm.tasks_of(st.tp)
-        assert "expiration" in st.rlm.tasks_of(st.tp)
         assert st.metric("tierlog_remote_copy_requests_total") == 1
         assert st.metric("tierlog_remote_copy_bytes_total") == 0
         assert st.metric("tierlog_remote_copy_errors_total") == 1
+        assert ("copy" in st.rlm.tasks_of(st.tp)) is retried
+        assert "expiration" in st.rlm.tasks_of(st.tp)
+        if retried:
+            st.rlm.run_now(st.tp, "copy")
+            assert st.finished() == [(0, 9)]
+            assert str(st.remote()[0].remote_log_segment_id.id) != failed_copy.segment_id
     finally:
         st.close()
 
@@ -249,29 +244,23 @@ def test_leadership_change_before_startup_is_refused(tmp_path: Path) -> None:
         st.close()
 
 
-def test_stop_without_deletion_keeps_remote_data(tmp_path: Path) -> None:
-    st = make_stack(tmp_path)
-    try:
-        st.produce(20, per_segment=10)
-        st.rlm.run_now(st.tp, "copy")
-        st.rlm.stop_partitions([StopPartition(st.log, delete_remote_log=False)])
-        assert st.rlm.tasks_of(st.tp) == {}
-        assert st.rsm.events(DELETE) == []
-        assert len(st.rsm.stored_filesets(TIP)) == 2
-    finally:
-        st.close()
-
-
-def test_stop_with_deletion_deletes_every_remote_segment(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("delete_remote_log", "deleted", "stored"),
+    [(False, [], 3), (True, [0, 10, 20], 0)],
+    ids=["without-deletion-keeps-remote-data", "with-deletion-deletes-every-remote-segment"],
+)
+def test_stop_partition(
+    tmp_path: Path, delete_remote_log: bool, deleted: list[int], stored: int
+) -> None:
     st = make_stack(tmp_path)
     try:
         st.produce(30, per_segment=10)
         st.rlm.run_now(st.tp, "copy")
-        st.rlm.stop_partitions([StopPartition(st.log, delete_remote_log=True)])
+        st.rlm.stop_partitions([StopPartition(st.log, delete_remote_log=delete_remote_log)])
         assert st.rlm.tasks_of(st.tp) == {}
-        assert sorted(e.start_offset for e in st.rsm.events(DELETE)) == [0, 10, 20]
-        assert st.rsm.stored_filesets(TIP) == []
-        assert st.metric("tierlog_remote_delete_requests_total") == 3
+        assert sorted(e.start_offset for e in st.rsm.events(DELETE)) == deleted
+        assert len(st.rsm.stored_filesets(TIP)) == stored
+        assert st.metric("tierlog_remote_delete_requests_total") == len(deleted)
     finally:
         st.close()
 

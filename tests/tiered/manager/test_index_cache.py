@@ -13,6 +13,7 @@ from typing import BinaryIO
 import pytest
 from rlm_helpers import TIP
 
+from tierlog.log.index import CorruptIndexError
 from tierlog.storage.directory import FETCH_INDEX, DirectoryRemoteStorageManager
 from tierlog.tiered.api import (
     IndexType,
@@ -22,7 +23,6 @@ from tierlog.tiered.api import (
     RemoteLogSegmentState,
 )
 from tierlog.tiered.manager.index_cache import IndexCacheClosedError, RemoteIndexCache
-from tierlog.tiered.manager.index_files import CorruptIndexError
 
 DEADLINE_S = 10.0
 

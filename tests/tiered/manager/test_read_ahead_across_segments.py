@@ -41,7 +41,6 @@ from tierlog.tiered.manager import (
     RemoteFetchResult,
     RemoteLogManager,
 )
-from tierlog.tiered.manager.reader import forget_parked_reads
 
 KiB = 1024
 CHUNK = 64 * KiB
@@ -142,7 +141,6 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     st = Stack(lg, rsm, rlm, backend)
     assert len(st.segments()) == 4
     yield st
-    forget_parked_reads()
     rlm.close()
     lg.close()
 

@@ -18,7 +18,6 @@ from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import RECORDS_OFFSET, iter_records, scan_batches
 from tierlog.storage.directory import FETCH
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
-from tierlog.tiered.manager import reader as reader_module
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def _batch_size(st: Stack) -> int:
     whole = _read(st, 0, 1 << 20)
     sizes = {h.size for h in scan_batches(memoryview(whole.records))}
     assert len(sizes) == 1  # the fixture's batches all have the same size
-    reader_module.forget_parked_reads()
+    st.rlm.reader.parked.clear()
     return int(sizes.pop())
 
 
@@ -117,8 +116,33 @@ def test_closing_the_manager_closes_its_parked_streams(tmp_path: Path) -> None:
     whole = _read(s, 0, 1 << 20)
     size = scan_batches(memoryview(whole.records))[0].size
     _read(s, 0, 2 * size)
-    parked = [c for c in reader_module._parked.values() if c.rsm is s.rsm]
+    parked = s.rlm.reader.parked.cursors()
     assert len(parked) == 1
     s.close()
     assert parked[0].stream.closed
-    assert not [c for c in reader_module._parked.values() if c.rsm is s.rsm]
+    assert not s.rlm.reader.parked.cursors()
+
+
+def test_two_managers_in_one_process_keep_their_parked_streams_apart(tmp_path: Path) -> None:
+    stacks = []
+    for name in ("a", "b"):  # the same partition, tiered by two managers
+        s = make_stack(tmp_path / name)
+        s.produce(25, per_segment=10)
+        s.rlm.run_now(s.log.tp, "copy")
+        s.log.update_config(dataclasses.replace(s.log.config, local_retention_bytes=1))
+        s.log.run_retention()
+        stacks.append(s)
+    a, b = stacks
+    try:
+        size = _batch_size(a)
+        assert _offsets(_read(a, 0, 2 * size).records) == [0, 1]
+        assert _offsets(_read(b, 0, 2 * size).records) == [0, 1]
+        assert len(a.rlm.reader.parked.cursors()) == len(b.rlm.reader.parked.cursors()) == 1
+        streams = len(a.rsm.events(FETCH))
+        assert _offsets(_read(a, 2, 2 * size).records) == [2, 3]
+        assert len(a.rsm.events(FETCH)) == streams  # a's own parked stream, not b's
+        b.rlm.close()
+        assert len(a.rlm.reader.parked.cursors()) == 1  # closing b left a's alone
+    finally:
+        a.close()
+        b.close()

@@ -1,8 +1,10 @@
 """Warming the next segment never delays the remote read that triggers it.
 
 The object-store plugin's ``warm`` starts with a manifest GET (an object-store round trip);
-called inline it stalled a catching-up consumer at every segment boundary. The RSM here is
-the real directory storage manager with a ``warm`` hook attached at the plugin boundary.
+called inline it would stall a catching-up consumer at every segment boundary. The RSM here is
+the real directory storage manager declaring ``SupportsReadAhead``, with a one-byte window
+(so each next segment is warmed once, when a read reaches the end of the one before) and a
+``warm`` hook the tests set.
 """
 
 from __future__ import annotations
@@ -10,19 +12,40 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from rlm_helpers import DEADLINE_S, Stack, make_stack, wait_until
 
 from tierlog.protocol.records import iter_records, scan_batches
-from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.storage.directory import DirectoryRemoteStorageManager
+from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
 
 
+class WarmingDirectory(DirectoryRemoteStorageManager, SupportsReadAhead):
+    """The directory plugin with the read-ahead capability; ``warm`` calls ``hook``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook: Callable[[RemoteLogSegmentMetadata], int] = lambda md: 0
+
+    @property
+    def read_ahead_bytes(self) -> int:
+        return 1
+
+    def warm(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int = 0,
+        length: int | None = None,
+    ) -> int:
+        return self.hook(metadata)
+
+
 class BlockingWarm:
-    """``warm(md)`` that records the segment's start offset and blocks until released."""
+    """A ``warm`` hook that records the segment's start offset and blocks until released."""
 
     def __init__(self) -> None:
         self.calls: list[int] = []
@@ -42,7 +65,7 @@ class BlockingWarm:
 
 @pytest.fixture
 def st(tmp_path: Path) -> Iterator[Stack]:
-    s = make_stack(tmp_path)
+    s = make_stack(tmp_path, rsm=WarmingDirectory())
     s.produce(35, per_segment=10)
     s.rlm.run_now(s.log.tp, "copy")
     s.log.update_config(dataclasses.replace(s.log.config, local_retention_bytes=1))
@@ -50,6 +73,11 @@ def st(tmp_path: Path) -> Iterator[Stack]:
     assert s.log.local_log_start_offset == 30
     yield s
     s.close()
+
+
+def hook(st: Stack, warm: Callable[[RemoteLogSegmentMetadata], int]) -> None:
+    assert isinstance(st.rsm, WarmingDirectory)
+    st.rsm.hook = warm
 
 
 def read_offsets(st: Stack, offset: int) -> list[int]:
@@ -62,9 +90,9 @@ def read_offsets(st: Stack, offset: int) -> list[int]:
 
 def test_read_returns_while_the_next_segment_is_still_warming(st: Stack) -> None:
     warm = BlockingWarm()
-    setattr(st.rsm, "warm", warm)  # noqa: B010 - duck-typed plugin hook
+    hook(st, warm)
     try:
-        # segments are tiny, so every read ends within the warm window of its segment
+        # segments are tiny: a read of a whole one ends where the next is warmed
         assert read_offsets(st, 0) == list(range(10))
         wait_until(lambda: warm.seen() == [10], "segment 10.. handed to warm")
         assert not warm.release.is_set()  # the read above finished while warm was blocked
@@ -76,7 +104,7 @@ def test_read_returns_while_the_next_segment_is_still_warming(st: Stack) -> None
 def test_each_next_segment_is_warmed_once(st: Stack) -> None:
     warm = BlockingWarm()
     warm.release.set()
-    setattr(st.rsm, "warm", warm)  # noqa: B010 - duck-typed plugin hook
+    hook(st, warm)
     for offset in (0, 3, 7):  # three reads near the end of segment 0..9
         assert read_offsets(st, offset)[0] == offset
     assert read_offsets(st, 10) == list(range(10, 20))
@@ -92,7 +120,7 @@ def test_a_failing_warm_never_fails_the_read_and_is_retried(st: Stack) -> None:
         attempts.append(md.start_offset)
         raise OSError("store unreachable")
 
-    setattr(st.rsm, "warm", failing)  # noqa: B010 - duck-typed plugin hook
+    hook(st, failing)
     assert read_offsets(st, 0) == list(range(10))
     wait_until(lambda: attempts == [10], "first warm attempt")
     # a failed warm is forgotten, so the next read of the tail tries again

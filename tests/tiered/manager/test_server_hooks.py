@@ -1,4 +1,4 @@
-"""The broker-facing adapter and plugin factory."""
+"""The plugin factory, and the manager calls the broker's Fetch and ListOffsets make."""
 
 from __future__ import annotations
 
@@ -6,51 +6,55 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-import pytest
 from rlm_helpers import make_stack
 
-from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.config import load_broker_config
+from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import DirectoryRemoteStorageManager
-from tierlog.tiered.manager.server_hooks import TieredReadHooks, build_remote_log_manager
+from tierlog.tiered.manager import RemoteFetchRequest, RemoteLogManagerConfig
+from tierlog.tiered.manager.server_hooks import build_remote_log_manager
 from tierlog.tiered.metadata import RLMM_ALIASES, TopicBasedRemoteLogMetadataManager
 
 
-def test_hooks_serve_fetch_and_timestamp_lookups(tmp_path: Path) -> None:
+def test_remote_reads_serve_fetch_and_timestamp_lookups(tmp_path: Path) -> None:
     st = make_stack(tmp_path)
     try:
         st.produce(25, per_segment=10)
         st.rlm.run_now(st.tp, "copy")
         st.log.update_config(dataclasses.replace(st.log.config, local_retention_bytes=1))
         st.log.run_retention()
-        hooks = TieredReadHooks(st.rlm, lambda t, p: st.log if (t, p) == st.tp else None)
 
-        data = asyncio.run(hooks.read(st.tp.topic, 0, 12, 1 << 20, True, "hw"))
-        buf = b"".join(data.chunks)
-        assert data.size == len(buf) and data.aborted_transactions is None
+        (res,) = asyncio.run(
+            st.rlm.read_remote([RemoteFetchRequest(st.log, 12, 1 << 20, True, False)], 1 << 20)
+        )
+        buf = bytes(res.records)
+        assert res.error is ErrorCode.NONE and res.aborted_transactions is None
         assert [r.offset for h in scan_batches(buf) for r in iter_records(buf, h)] == list(
             range(12, 20)
         )
-        committed = asyncio.run(hooks.read(st.tp.topic, 0, 12, 1 << 20, True, "lso"))
+        (committed,) = asyncio.run(
+            st.rlm.read_remote([RemoteFetchRequest(st.log, 12, 1 << 20, True, True)], 1 << 20)
+        )
         assert committed.aborted_transactions == []
-        assert asyncio.run(hooks.offset_for_timestamp(st.tp.topic, 0, 1003)) == (3, 1003, 0)
-        with pytest.raises(KafkaError) as err:
-            asyncio.run(hooks.read("nope", 0, 0, 100, True, "hw"))
-        assert err.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert asyncio.run(st.rlm.offset_for_timestamp(st.log, 1003)) == (3, 1003, 0)
     finally:
         st.close()
 
 
 def test_factory_loads_plugins_by_alias(tmp_path: Path) -> None:
-    rlm = build_remote_log_manager(
+    broker = load_broker_config(
         {
-            "node.id": 3,
-            "remote.log.storage.manager.class.name": "directory",
-            "remote.log.metadata.manager.class.name": "topic",
-            "remote.log.manager.task.interval.ms": 500,
-            "remote.log.reader.threads": 2,
-        },
+            "node.id": "3",
+            "remote.log.manager.task.interval.ms": "500",
+            "remote.log.reader.threads": "2",
+        }
+    )
+    rlm = build_remote_log_manager(
+        RemoteLogManagerConfig.from_broker_config(broker),
+        "directory",
         {"dir": str(tmp_path / "remote")},
+        "topic",
         {"remote.log.metadata.snapshot.enable": "false"},
         tmp_path / "logs",
         rlmm_aliases=RLMM_ALIASES,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.codec import Request
 from tierlog.server.connection import ConnectionInfo
 from tierlog.server.handlers import (
@@ -24,33 +25,33 @@ from tierlog.server.state import BrokerState
 
 _Simple = Callable[[BrokerState, Request], Awaitable[Any]]
 
-_SIMPLE: dict[int, _Simple] = {
-    0: produce.handle_produce,
-    1: fetch.handle_fetch,
-    2: list_offsets.handle_list_offsets,
-    3: metadata.handle_metadata,
-    18: api_versions.handle_api_versions,
-    19: admin_topics.handle_create_topics,
-    20: admin_topics.handle_delete_topics,
-    21: delete_records.handle_delete_records,
-    22: cluster.handle_init_producer_id,
-    32: configs.handle_describe_configs,
-    33: configs.handle_alter_configs,
-    37: admin_topics.handle_create_partitions,
-    44: configs.handle_incremental_alter_configs,
-    60: cluster.handle_describe_cluster,
+_SIMPLE: dict[ApiKey, _Simple] = {
+    ApiKey.PRODUCE: produce.handle_produce,
+    ApiKey.FETCH: fetch.handle_fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    ApiKey.METADATA: metadata.handle_metadata,
+    ApiKey.API_VERSIONS: api_versions.handle_api_versions,
+    ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
+    ApiKey.DELETE_RECORDS: delete_records.handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: cluster.handle_init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
 }
 
-_GROUPS: dict[int, _Simple] = {
-    8: groups.handle_offset_commit,
-    9: groups.handle_offset_fetch,
-    10: groups.handle_find_coordinator,
-    12: groups.handle_heartbeat,
-    13: groups.handle_leave_group,
-    14: groups.handle_sync_group,
-    15: groups.handle_describe_groups,
-    16: groups.handle_list_groups,
-    42: groups.handle_delete_groups,
+_GROUPS: dict[ApiKey, _Simple] = {
+    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch,
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
 }
 
 
@@ -64,8 +65,6 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
 def register_all(router: Router, state: BrokerState) -> None:
     for key, fn in _SIMPLE.items():
         router.register(key, _bind(state, fn))
-    if state.groups is None:
-        return
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))
 
@@ -73,4 +72,4 @@ def register_all(router: Router, state: BrokerState) -> None:
         host = conn.peer.rsplit(":", 1)[0]
         return await groups.handle_join_group(state, req, req.header.client_id or "", host)
 
-    router.register(11, join)
+    router.register(ApiKey.JOIN_GROUP, join)

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from tierlog.config.topic import ConfigEntry, describe_topic_config
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -70,7 +71,11 @@ async def handle_create_topics(state: BrokerState, req: Request) -> Any:
                 error_code=e.code, error_message=e.message, num_partitions=-1, replication_factor=-1
             )
         results.append(entry)
-    return mk(response_schema(19, req.header.api_version), throttle_time=0, topics=results)
+    return mk(
+        response_schema(ApiKey.CREATE_TOPICS, req.header.api_version),
+        throttle_time=0,
+        topics=results,
+    )
 
 
 def _describe_new(state: BrokerState, info: TopicInfo) -> list[ConfigEntry]:
@@ -85,8 +90,9 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
         targets = [(t.name, t.topic_id) for t in body.topics]
     else:
         targets = [(name, None) for name in body.topic_names]
-    for name, tid in targets:
-        entry: dict[str, Any] = {"name": name, "topic_id": tid or _NIL}
+    for requested_name, tid in targets:
+        entry: dict[str, Any] = {"name": requested_name, "topic_id": tid or _NIL}
+        name = requested_name
         try:
             if name is None:
                 info = state.topics.by_id(tid) if tid is not None else None
@@ -103,7 +109,7 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
         except KafkaError as e:
             entry.update(error_code=e.code, error_message=e.message)
         results.append(entry)
-    return mk(response_schema(20, version), throttle_time=0, responses=results)
+    return mk(response_schema(ApiKey.DELETE_TOPICS, version), throttle_time=0, responses=results)
 
 
 async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
@@ -124,4 +130,8 @@ async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
-    return mk(response_schema(37, req.header.api_version), throttle_time=0, results=results)
+    return mk(
+        response_schema(ApiKey.CREATE_PARTITIONS, req.header.api_version),
+        throttle_time=0,
+        results=results,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.versions import advertised_entries
@@ -11,5 +12,5 @@ from tierlog.server.state import BrokerState
 
 
 async def handle_api_versions(state: BrokerState, req: Request) -> Any:
-    cls = response_schema(18, req.header.api_version)
+    cls = response_schema(ApiKey.API_VERSIONS, req.header.api_version)
     return mk(cls, error_code=0, api_keys=advertised_entries(), throttle_time=0)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
+from tierlog.server.handlers.authorized_operations import ResourceType, authorized_operations
 from tierlog.server.state import BrokerState
 
 
 async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
     host, port = state.advertised
     return mk(
-        response_schema(60, req.header.api_version),
+        response_schema(ApiKey.DESCRIBE_CLUSTER, req.header.api_version),
         throttle_time=0,
         error_code=0,
         error_message=None,
@@ -21,7 +23,9 @@ async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
         cluster_id=state.cluster_id,
         controller_id=state.node_id,
         brokers=[{"broker_id": state.node_id, "host": host, "port": port, "rack": None}],
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, bool(req.body.include_cluster_authorized_operations)
+        ),
     )
 
 
@@ -31,7 +35,7 @@ async def handle_init_producer_id(state: BrokerState, req: Request) -> Any:
     Kafka would bump the epoch of a known (id, epoch) pair (KIP-360); handing out a new id
     has the same effect for an idempotent producer (its old sequence state is abandoned).
     """
-    cls = response_schema(22, req.header.api_version)
+    cls = response_schema(ApiKey.INIT_PRODUCER_ID, req.header.api_version)
     if req.body.transactional_id is not None:
         return mk(
             cls,

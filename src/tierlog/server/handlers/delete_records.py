@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -43,4 +44,8 @@ async def handle_delete_records(state: BrokerState, req: Request) -> Any:
             except KafkaError as e:
                 parts.append({"partition_index": idx, "low_watermark": -1, "error_code": e.code})
         topics.append({"name": t.name, "partitions": parts})
-    return mk(response_schema(21, req.header.api_version), throttle_time=0, topics=topics)
+    return mk(
+        response_schema(ApiKey.DELETE_RECORDS, req.header.api_version),
+        throttle_time=0,
+        topics=topics,
+    )

@@ -10,25 +10,28 @@ then reads again. Only this connection waits.
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells the
 client to keep sending full requests.
 
+Each requested partition takes one of the paths of ``FetchPath``, chosen by ``route`` before
+anything is read: the local log (hot), the RemoteLogManager (tiered), the answer a follower
+gets at a tiered offset, or the error its resolution found.
+
 Remote (tiered) reads: a consumer offset in ``[log_start_offset, local_log_start_offset)`` of
 a tiered partition is read by the RemoteLogManager. Every such partition of the request is
 collected (its byte budget reserved at its place in request order) and all are read
 concurrently with one ``read_remote`` call; a full reader queue fails only that partition,
 the fetch quota or ``remote.fetch.max.wait.ms`` leave it empty without error. A follower
 (``replica_id >= 0``) at such an offset gets OFFSET_MOVED_TO_TIERED_STORAGE instead.
-Without tiering, a ``BrokerState.remote_reader`` hook (``read(topic, partition, offset,
-max_bytes, min_one_message, upper_bound)``) is still honoured partition by partition.
 """
 
 from __future__ import annotations
 
+import enum
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from tierlog.log.errors import OffsetOutOfRange
+from tierlog.log import PartitionLog
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -39,40 +42,68 @@ from tierlog.tiered.manager import RemoteFetchRequest
 
 _NIL = uuid.UUID(int=0)
 
-#: Kafka's broker-side ``fetch.max.bytes`` default (55 MiB): the most one Fetch response may
-#: carry whatever the request asks for. Without such a cap a request naming a partition
-#: many times with ``max_bytes`` near 2**31 made the broker read (and hold) gigabytes. The
-#: broker key of the same name overrides it.
-FETCH_MAX_BYTES = 57_671_680
-
-
-def _fetch_max_bytes(state: BrokerState) -> int:
-    return int(state.config.values.get("fetch.max.bytes", FETCH_MAX_BYTES))
-
 
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
-    if current_leader_epoch == -1 or current_leader_epoch == LEADER_EPOCH:
+    if current_leader_epoch in (-1, LEADER_EPOCH):
         return None
     if current_leader_epoch > LEADER_EPOCH:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One requested partition, resolved once per request: its log, or why there is none."""
+
+    index: int
+    log: PartitionLog | None
+    error: ErrorCode | None
+    offset: int
+    max_bytes: int
+
+
+class FetchPath(enum.Enum):
+    """Where one partition of a Fetch is answered from."""
+
+    HOT = "hot"
+    """The local log: it returns the data, or its own range check answers
+    OFFSET_OUT_OF_RANGE."""
+    TIERED = "tiered"
+    """A consumer at an offset only remote storage holds: the RemoteLogManager reads it."""
+    FOLLOWER_TIERED = "follower-tiered"
+    """A follower at an offset only remote storage holds: OFFSET_MOVED_TO_TIERED_STORAGE
+    tells it to rebuild its state from remote storage (KIP-405)."""
+    ERROR = "error"
+    """Resolving the partition failed (unknown topic or partition, leader epoch)."""
+
+
+def route(part: PartitionFetch, *, follower: bool, tiered_reads: bool) -> FetchPath:
+    """The one decision of which path answers ``part``.
+
+    ``follower``: the request comes from a replica. ``tiered_reads``: this broker has a
+    RemoteLogManager to read remote offsets with (tiered storage is on).
+    """
+    plog = part.log
+    if part.error is not None or plog is None:
+        return FetchPath.ERROR
+    if plog.remote_enabled and plog.is_remote_offset(part.offset):
+        if follower:
+            return FetchPath.FOLLOWER_TIERED
+        if tiered_reads:
+            return FetchPath.TIERED
+    return FetchPath.HOT
+
+
+@dataclass(slots=True)
 class _Plan:
-    """The request resolved once: which log each requested partition reads from."""
+    """The request resolved once: each topic with its partitions, and the purgatory keys."""
 
-    __slots__ = ("entries", "keys")
-
-    def __init__(self) -> None:
-        # (topic name, topic id, [(partition, plog|None, error|None, offset, max_bytes)])
-        self.entries: list[
-            tuple[str, uuid.UUID, list[tuple[int, Any, ErrorCode | None, int, int]]]
-        ] = []
-        self.keys: list[tuple[str, int]] = []
+    topics: list[tuple[str, uuid.UUID, list[PartitionFetch]]]
+    keys: list[tuple[str, int]]
 
 
 def _resolve(state: BrokerState, body: Any, version: int) -> _Plan:
-    plan = _Plan()
+    plan = _Plan([], [])
     for t in body.topics:
         if version >= 13:
             info = state.topics.by_id(t.topic_id)
@@ -84,7 +115,7 @@ def _resolve(state: BrokerState, body: Any, version: int) -> _Plan:
             info = state.topics.get(name)
             tid = info.topic_id if info is not None else _NIL
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts: list[tuple[int, Any, ErrorCode | None, int, int]] = []
+        parts: list[PartitionFetch] = []
         for p in t.partitions:
             idx = int(p.partition)
             err: ErrorCode | None = None
@@ -98,8 +129,10 @@ def _resolve(state: BrokerState, body: Any, version: int) -> _Plan:
                 else:
                     err = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
                     plan.keys.append((name, idx))
-            parts.append((idx, plog, err, int(p.fetch_offset), int(p.partition_max_bytes)))
-        plan.entries.append((name, tid, parts))
+            parts.append(
+                PartitionFetch(idx, plog, err, int(p.fetch_offset), int(p.partition_max_bytes))
+            )
+        plan.topics.append((name, tid, parts))
     return plan
 
 
@@ -108,10 +141,72 @@ class _Remote:
     """A partition whose offset has left the local tier, with its budget reserved up front."""
 
     fp: FetchPartition
-    plog: Any
+    plog: PartitionLog
     offset: int
     max_bytes: int
     min_one: bool
+
+
+@dataclass
+class _ReadPass:
+    """One pass over the request: the response so far and what is left to read remotely."""
+
+    max_bytes: int
+    read_committed: bool
+    follower: bool
+    tiered_reads: bool
+    remaining: int = 0
+    min_one: bool = True
+    total: int = 0
+    any_error: bool = False
+
+    def __post_init__(self) -> None:
+        self.remaining = self.max_bytes
+
+    def partition(
+        self, part: PartitionFetch, remote: list[_Remote]
+    ) -> tuple[FetchPartition, PartitionLog | None]:
+        """Answer ``part`` along its route; a tiered one is only queued on ``remote``."""
+        path = route(part, follower=self.follower, tiered_reads=self.tiered_reads)
+        plog = part.log
+        if path is FetchPath.ERROR or plog is None:
+            self.any_error = True
+            code = part.error or ErrorCode.UNKNOWN_SERVER_ERROR
+            return FetchPartition(part.index, int(code)), None
+        fp = FetchPartition(
+            part.index,
+            0,
+            plog.high_watermark,
+            plog.last_stable_offset,
+            plog.log_start_offset,
+            [] if self.read_committed else None,
+        )
+        limit = max(0, min(part.max_bytes, self.remaining))
+        if path is FetchPath.FOLLOWER_TIERED:
+            fp.error_code = int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+            self.any_error = True
+        elif path is FetchPath.TIERED:
+            remote.append(_Remote(fp, plog, part.offset, limit, self.min_one))
+            self.remaining -= limit
+            self.min_one = False
+        else:
+            self._read_hot(fp, plog, part.offset, limit)
+        return fp, plog
+
+    def _read_hot(self, fp: FetchPartition, plog: PartitionLog, offset: int, limit: int) -> None:
+        upper: Literal["hw", "lso"] = "lso" if self.read_committed else "hw"
+        try:
+            data = plog.read(offset, limit, self.min_one, upper)
+        except KafkaError as e:
+            fp.error_code = int(e.code)
+            self.any_error = True
+            return
+        if data.size:
+            fp.records = data.chunks
+            fp.records_size = data.size
+            self.remaining -= data.size
+            self.total += data.size
+            self.min_one = False
 
 
 async def _read_all(
@@ -125,87 +220,28 @@ async def _read_all(
     return data; all of them are then read concurrently with one ``read_remote`` call
     (beyond Kafka's first-remote-partition-only read, KAFKA-14915).
     """
-    upper = "lso" if read_committed else "hw"
-    remaining = max_bytes
-    min_one = True
-    total = 0
-    any_error = False
+    reading = _ReadPass(max_bytes, read_committed, follower, state.tiering is not None)
     topics: list[FetchTopic] = []
-    read: list[tuple[FetchPartition, Any]] = []
+    read: list[tuple[FetchPartition, PartitionLog]] = []
     remote: list[_Remote] = []
-    for name, tid, parts in plan.entries:
+    for name, tid, parts in plan.topics:
         ft = FetchTopic(name, tid)
-        for idx, plog, err, offset, part_max in parts:
-            if err is not None or plog is None:
-                ft.partitions.append(
-                    FetchPartition(idx, int(err or ErrorCode.UNKNOWN_SERVER_ERROR))
-                )
-                any_error = True
-                continue
-            fp = FetchPartition(
-                idx,
-                0,
-                plog.high_watermark,
-                plog.last_stable_offset,
-                plog.log_start_offset,
-                [] if read_committed else None,
-            )
+        for part in parts:
+            fp, plog = reading.partition(part, remote)
             ft.partitions.append(fp)
-            read.append((fp, plog))
-            limit = max(0, min(part_max, remaining))
-            try:
-                data = plog.read(offset, limit, min_one, upper)
-            except OffsetOutOfRange as e:
-                in_remote = e.log_start_offset <= offset < e.local_log_start_offset
-                if in_remote and plog.remote_enabled and follower:
-                    fp.error_code = int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
-                    any_error = True
-                elif in_remote and state.tiering is not None and plog.remote_enabled:
-                    remote.append(_Remote(fp, plog, offset, limit, min_one))
-                    remaining -= limit
-                    min_one = False
-                elif in_remote and state.remote_reader is not None and state.tiering is None:
-                    data = await _legacy_remote(state, name, idx, offset, limit, min_one, upper)
-                    if isinstance(data, KafkaError):
-                        fp.error_code = int(data.code)
-                        any_error = True
-                    elif data.size:
-                        _fill(fp, data.chunks, data.size, read_committed, data)
-                        remaining -= data.size
-                        total += data.size
-                        min_one = False
-                else:
-                    fp.error_code = int(e.code)
-                    any_error = True
-            except KafkaError as e:
-                fp.error_code = int(e.code)
-                any_error = True
-            else:
-                if data is not None and data.size:
-                    _fill(fp, data.chunks, data.size, read_committed, data)
-                    remaining -= data.size
-                    total += data.size
-                    min_one = False
+            if plog is not None:
+                read.append((fp, plog))
         topics.append(ft)
     if remote:
         got, error = await _read_remote(state, remote, read_committed)
-        total += got
-        any_error |= error
+        reading.total += got
+        reading.any_error |= error
     # offsets may have moved during the reads (appends): report them afterwards
     for fp, plog in read:
         fp.high_watermark = plog.high_watermark
         fp.last_stable_offset = plog.last_stable_offset
         fp.log_start_offset = plog.log_start_offset
-    return topics, total, any_error
-
-
-def _fill(
-    fp: FetchPartition, chunks: Sequence[Any], size: int, read_committed: bool, data: Any
-) -> None:
-    fp.records = chunks
-    fp.records_size = size
-    if read_committed:
-        fp.aborted_transactions = list(getattr(data, "aborted_transactions", None) or [])
+    return topics, reading.total, reading.any_error
 
 
 async def _read_remote(
@@ -234,22 +270,6 @@ async def _read_remote(
     return total, any_error
 
 
-async def _legacy_remote(
-    state: BrokerState,
-    topic: str,
-    partition: int,
-    offset: int,
-    limit: int,
-    min_one: bool,
-    upper: str,
-) -> Any:
-    """The per-partition ``remote_reader`` hook, for a reader installed without tiering."""
-    try:
-        return await state.remote_reader.read(topic, partition, offset, limit, min_one, upper)
-    except KafkaError as e:
-        return e
-
-
 def _is_follower(body: Any, version: int) -> bool:
     if version >= 15:
         replica_state = getattr(body, "replica_state", None)
@@ -263,7 +283,7 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     session_id = int(getattr(body, "session_id", 0))
     if session_id != 0:
         return mk(
-            response_schema(1, version),
+            response_schema(ApiKey.FETCH, version),
             throttle_time=0,
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
             session_id=0,
@@ -271,7 +291,7 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
         )
     max_wait_s = body.max_wait.total_seconds()
     min_bytes = int(body.min_bytes)
-    max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), _fetch_max_bytes(state))
+    max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), state.config.fetch_max_bytes)
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     follower = _is_follower(body, version)
     plan = _resolve(state, body, version)

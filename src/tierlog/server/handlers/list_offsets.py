@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -32,7 +33,6 @@ def _result(idx: int, code: int, ts: int = -1, offset: int = -1, epoch: int = -1
         "timestamp": ts,
         "offset": offset,
         "leader_epoch": epoch,
-        "old_style_offsets": [] if offset < 0 else [offset],
     }
 
 
@@ -102,4 +102,4 @@ async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
                 log.exception("ListOffsets for %s-%d failed", t.name, idx)
                 parts.append(_result(idx, ErrorCode.UNKNOWN_SERVER_ERROR))
         topics.append({"name": t.name, "partitions": parts})
-    return mk(response_schema(2, version), throttle_time=0, topics=topics)
+    return mk(response_schema(ApiKey.LIST_OFFSETS, version), throttle_time=0, topics=topics)

@@ -11,9 +11,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.authorized_operations import (
+    NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.topics import TopicInfo
 
@@ -44,7 +50,7 @@ def topic_entry(state: BrokerState, info: TopicInfo) -> dict[str, Any]:
             }
             for p in range(info.partitions)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": NOT_REQUESTED,
     }
 
 
@@ -98,12 +104,21 @@ async def handle_metadata(state: BrokerState, req: Request) -> Any:
                 topics.append(_error_entry(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(topic_entry(state, info))
+    topic_ops = authorized_operations(
+        ResourceType.TOPIC, bool(getattr(body, "include_topic_authorized_operations", False))
+    )
+    for entry in topics:
+        if entry["name"] is not None:
+            entry["topic_authorized_operations"] = topic_ops
     return mk(
-        response_schema(3, version),
+        response_schema(ApiKey.METADATA, version),
         throttle_time=0,
         brokers=[broker_entry(state)],
         cluster_id=state.cluster_id,
         controller_id=state.node_id,
         topics=topics,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER,
+            bool(getattr(body, "include_cluster_authorized_operations", False)),
+        ),
     )

@@ -3,14 +3,25 @@
 The log validates and assigns offsets; this handler only routes, maps errors and builds the
 response. acks=0 gets no response at all; if such a request fails, the connection is closed,
 which is the only way Kafka has to tell a fire-and-forget producer that something is wrong.
+
+An append that reaches ``flush.messages`` is fsynced on the log manager's flush pool, never on
+the event loop. As in Kafka, that partition is answered (and its fetchers woken) only after
+the fsync: a failed fsync answers UNKNOWN_SERVER_ERROR, as a failed append does. A fetch
+that polls meanwhile does not read the batch either: as Kafka's high watermark moves only
+after that flush, the log holds its high watermark at the first offset of an append whose
+fsync is still running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
+from dataclasses import dataclass
 from typing import Any
 
+from tierlog.log import AppendResult, PartitionLog
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -38,60 +49,97 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str,
     }
 
 
+@dataclass(slots=True)
+class _Appended:
+    index: int
+    plog: PartitionLog
+    result: AppendResult
+    flush_error: BaseException | None = None
+
+
+def _append(
+    state: BrokerState, name: str, pd: Any, acks: int, transactional_id: str | None
+) -> _Appended | dict[str, Any]:
+    """Append one partition's batches; the error entry of the response if that fails."""
+    index = int(pd.index)
+    if acks not in (-1, 0, 1):
+        return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
+    if transactional_id is not None:
+        return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    plog = state.topics.get_log(name, index)
+    if plog is None:
+        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not pd.records:
+        return _error(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    try:
+        # kio already copied the records into a bytes subclass: no second copy
+        result = plog.append_as_leader(
+            pd.records, LEADER_EPOCH, acks, single_batch=True, defer_flush=True
+        )
+    except KafkaError as e:
+        return _error(index, e.code, e.message)
+    except Exception as e:
+        # As Kafka's appendToLocalLog: an unexpected failure is this partition's
+        # error, never a response the client cannot parse.
+        log.exception("produce to %s-%d failed", name, index)
+        return _error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+    return _Appended(index, plog, result)
+
+
+async def _flush(state: BrokerState, appended: list[_Appended]) -> None:
+    """Run the fsyncs ``flush.messages`` asks for, concurrently, on the flush pool."""
+    due = [(a, a.result.flush_offset) for a in appended if a.result.flush_offset is not None]
+    if not due:
+        return
+
+    async def flush(plog: PartitionLog, offset: int) -> None:
+        await asyncio.wrap_future(state.logs.flush_to(plog, offset))
+
+    outcomes = await asyncio.gather(
+        *(flush(a.plog, offset) for a, offset in due), return_exceptions=True
+    )
+    for (a, _), outcome in zip(due, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            a.flush_error = outcome
+
+
+def _answer(state: BrokerState, name: str, a: _Appended) -> dict[str, Any]:
+    if a.flush_error is not None:
+        log.error("produce to %s-%d failed", name, a.index, exc_info=a.flush_error)
+        return _error(a.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(a.flush_error))
+    state.purgatory.notify((name, a.index))
+    return {
+        "index": a.index,
+        "error_code": 0,
+        "base_offset": a.result.base_offset,
+        "log_append_time": _append_time(a.result.log_append_time_ms),
+        "log_start_offset": a.result.log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
 async def handle_produce(state: BrokerState, req: Request) -> Any:
     body = req.body
     acks = int(body.acks)
+    topics = [
+        (
+            td.name,
+            [_append(state, td.name, pd, acks, body.transactional_id) for pd in td.partition_data],
+        )
+        for td in body.topic_data
+    ]
+    await _flush(state, [a for _, parts in topics for a in parts if isinstance(a, _Appended)])
     responses: list[dict[str, Any]] = []
     failed = False
-    for topic_data in body.topic_data:
-        name = topic_data.name
-        parts: list[dict[str, Any]] = []
-        for pd in topic_data.partition_data:
-            index = int(pd.index)
-            if acks not in (-1, 0, 1):
-                parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
-                failed = True
-                continue
-            if body.transactional_id is not None:
-                parts.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-                failed = True
-                continue
-            plog = state.topics.get_log(name, index)
-            if plog is None:
-                parts.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                failed = True
-                continue
-            if not pd.records:
-                parts.append(_error(index, ErrorCode.CORRUPT_MESSAGE, "empty record set"))
-                failed = True
-                continue
-            try:
-                # kio already copied the records into a bytes subclass: no second copy
-                result = plog.append_as_leader(pd.records, LEADER_EPOCH, acks, single_batch=True)
-            except KafkaError as e:
-                parts.append(_error(index, e.code, e.message))
-                failed = True
-                continue
-            except Exception as e:
-                # As Kafka's appendToLocalLog: an unexpected failure is this partition's
-                # error, never a response the client cannot parse.
-                log.exception("produce to %s-%d failed", name, index)
-                parts.append(_error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e)))
-                failed = True
-                continue
-            state.purgatory.notify((name, index))
-            parts.append(
-                {
-                    "index": index,
-                    "error_code": 0,
-                    "base_offset": result.base_offset,
-                    "log_append_time": _append_time(result.log_append_time_ms),
-                    "log_start_offset": result.log_start_offset,
-                    "record_errors": [],
-                    "error_message": None,
-                }
-            )
-        responses.append({"name": name, "partition_responses": parts})
+    for name, parts in topics:
+        answers = [_answer(state, name, a) if isinstance(a, _Appended) else a for a in parts]
+        failed |= any(int(a["error_code"]) != 0 for a in answers)
+        responses.append({"name": name, "partition_responses": answers})
     if acks == 0:
         return CLOSE if failed else NO_REPLY
-    return mk(response_schema(0, req.header.api_version), responses=responses, throttle_time=0)
+    return mk(
+        response_schema(ApiKey.PRODUCE, req.header.api_version),
+        responses=responses,
+        throttle_time=0,
+    )

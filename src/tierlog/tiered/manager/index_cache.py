@@ -4,7 +4,7 @@ Every remote read needs the segment's offset index to turn an offset into a byte
 and timestamp lookups need the time index; fetching them from the remote tier per request
 would cost a round trip each. They are downloaded once into
 ``<log.dir>/remote-log-index-cache/<start>_<uuid>.index|.timeindex|.txnindex`` and
-memory-mapped.
+opened with the log's own index classes (``tierlog.log.index``), checked entry by entry.
 
 Rules:
 
@@ -25,9 +25,9 @@ Rules:
   and hits on other segments are not blocked.
 * A miss fetches the offset index on the calling thread while a helper thread fetches the
   time index (then the transaction index): against an object store each fetch is a round
-  trip of tens of ms, and done one after the other they pushed the first read of a segment
-  past ``remote.fetch.max.wait.ms``. The transaction index waits for the time index so a
-  failed load fetches no more than before.
+  trip of tens of ms, and done one after the other they would push the first read of a
+  segment past ``remote.fetch.max.wait.ms``. The transaction index waits for the time index
+  so a failed load fetches no more than a sequential one would.
 """
 
 from __future__ import annotations
@@ -49,18 +49,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
+from tierlog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from tierlog.log.txn_index import AbortedTxn, load_sealed_aborted_txns
 from tierlog.tiered.api import (
     IndexType,
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,
     RemoteStorageManager,
-)
-from tierlog.tiered.manager.index_files import (
-    AbortedTxn,
-    CorruptIndexError,
-    OffsetIndexView,
-    TimeIndexView,
-    parse_txn_index,
 )
 
 __all__ = ["CacheStats", "IndexCacheClosedError", "IndexEntry", "RemoteIndexCache"]
@@ -95,8 +90,8 @@ class IndexEntry:
         self,
         key: uuid.UUID,
         start_offset: int,
-        offset_index: OffsetIndexView,
-        time_index: TimeIndexView,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
         txn_path: Path,
     ) -> None:
         self.key = key
@@ -117,7 +112,7 @@ class IndexEntry:
 
     def aborted_txns(self) -> list[AbortedTxn]:
         if self._txns is None:
-            self._txns = parse_txn_index(self.txn_path)
+            self._txns = load_sealed_aborted_txns(self.txn_path)
         return self._txns
 
     def close(self) -> None:
@@ -221,7 +216,7 @@ class RemoteIndexCache:
 
     def lookup_offset(self, md: RemoteLogSegmentMetadata, offset: int) -> int:
         """Byte position in the remote ``.log`` to start reading ``offset`` from."""
-        return self._with_entry(md, lambda e: e.offset_index.lookup(offset))
+        return self._with_entry(md, lambda e: e.offset_index.lookup(offset).position)
 
     def lookup_timestamp(
         self, md: RemoteLogSegmentMetadata, timestamp: int, starting_offset: int
@@ -229,7 +224,11 @@ class RemoteIndexCache:
         """Byte position of the last indexed batch that can hold ``timestamp``."""
         return self._with_entry(
             md,
-            lambda e: e.offset_index.lookup(max(starting_offset, e.time_index.lookup(timestamp))),
+            lambda e: (
+                e.offset_index.lookup(
+                    max(starting_offset, e.time_index.lookup(timestamp).offset)
+                ).position
+            ),
         )
 
     def aborted_txns(self, md: RemoteLogSegmentMetadata) -> list[AbortedTxn]:
@@ -342,7 +341,7 @@ class RemoteIndexCache:
             offset_index = self._load_one(
                 off_path,
                 lambda: self._rsm.fetch_index(md, IndexType.OFFSET),
-                lambda p: OffsetIndexView(p, start),
+                lambda p: OffsetIndex.load_sealed(p, start),
             )
         except BaseException:
             # wait for the helper so its view is closed, not leaked; its error is secondary
@@ -358,15 +357,15 @@ class RemoteIndexCache:
 
     def _load_time_and_txn(
         self, md: RemoteLogSegmentMetadata, time_path: Path, txn_path: Path
-    ) -> TimeIndexView:
+    ) -> TimeIndex:
         start = md.start_offset
         time_index = self._load_one(
             time_path,
             lambda: self._rsm.fetch_index(md, IndexType.TIMESTAMP),
-            lambda p: TimeIndexView(p, start),
+            lambda p: TimeIndex.load_sealed(p, start),
         )
         try:
-            self._load_one(txn_path, lambda: self._fetch_txn(md), parse_txn_index)
+            self._load_one(txn_path, lambda: self._fetch_txn(md), load_sealed_aborted_txns)
         except BaseException:
             time_index.close()
             raise
@@ -517,9 +516,9 @@ class RemoteIndexCache:
                 continue
             try:
                 start, key = int(start_s), uuid.UUID(uuid_s)
-                oi = OffsetIndexView(p, start)
-                ti = TimeIndexView(time_path, start)
-                parse_txn_index(txn_path)
+                oi = OffsetIndex.load_sealed(p, start)
+                ti = TimeIndex.load_sealed(time_path, start)
+                load_sealed_aborted_txns(txn_path)
             except (ValueError, CorruptIndexError) as e:
                 log.info("dropping unusable cached index %s: %s", stem, e)
                 for q in (p, time_path, txn_path):

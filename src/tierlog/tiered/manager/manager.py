@@ -1,9 +1,14 @@
 """RemoteLogManager: moves sealed segments to the remote tier, expires them, reads them back.
 
-Tasks (spec §1.4, §1.5, §1.7), each a fixed-delay ``PeriodicTask`` per partition:
+The manager owns the lifecycle and the scheduling of the per-partition tasks (spec §1.4,
+§1.5, §1.7), each a fixed-delay ``PeriodicTask`` on the manager's own pools:
 
-* leaders get a copy task (unless ``remote.log.copy.disable``) and an expiration task;
-* followers get a follower task that only tracks the highest uploaded offset.
+* leaders get a ``CopyTask`` (unless ``remote.log.copy.disable``) and an
+  ``ExpirationTask``;
+* followers get a ``FollowerTask`` that only tracks the highest uploaded offset.
+
+The tasks hold their own rules (``copy_task``, ``expiration_task``, ``follower_task``); they
+reach the plugins, the metrics and the index cache through the manager's ``TaskContext``.
 
 Threads and the log: RSM and RLMM calls block, so every task and every remote read runs on
 the manager's own pools (see ``scheduling``), never on the asyncio loop. ``PartitionLog``
@@ -13,69 +18,45 @@ worker threads call it directly: ``segments()``, offsets, ``producer_snapshot_fo
 No hop to the loop is needed, and ``close()`` cannot deadlock against a loop that waits
 for it.
 
-Ordering rules kept here:
-
-* COPY_SEGMENT_STARTED is durable (its future completed) before any byte is copied, and
-  ``highest_offset_in_remote_storage`` moves only after COPY_SEGMENT_FINISHED is durable,
-  so a crash at any point never lets local retention delete a segment that is not remote;
-* the log start offset moves before any expired segment is deleted;
-* expiration never deletes, and stops its walk at, a segment this broker is copying.
-
 The manager owns the two plugins it is given and closes them in ``close()``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.log import PartitionLog, TopicPartition
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.tiered.api import (
-    CustomMetadata,
-    CustomMetadataSizeLimitExceededException,
-    LogSegmentData,
     RemoteLogMetadataManager,
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
-    RemoteStorageException,
     RemoteStorageManager,
-    ReplicaNotAvailableException,
     TopicIdPartition,
 )
 from tierlog.tiered.manager.backoff import RetryBackoff
 from tierlog.tiered.manager.config import RemoteLogManagerConfig
-from tierlog.tiered.manager.copy_plan import candidate_segments, copy_lag
-from tierlog.tiered.manager.expiration import plan_expiration
+from tierlog.tiered.manager.copy_task import CopyTask, CopyThrottle
+from tierlog.tiered.manager.expiration_task import ExpirationTask
+from tierlog.tiered.manager.follower_task import FollowerTask
 from tierlog.tiered.manager.index_cache import CacheStats, RemoteIndexCache
-from tierlog.tiered.manager.index_files import AbortedTxn
-from tierlog.tiered.manager.lineage import (
-    epoch_checkpoint_bytes,
-    epoch_entries_in_range,
-    epoch_for_offset,
-    find_highest_remote_offset,
-    find_log_start_offset,
-)
+from tierlog.tiered.manager.lineage import epoch_for_offset
 from tierlog.tiered.manager.metrics import RemoteMetrics
 from tierlog.tiered.manager.quota import ByteRateQuota, QuotaConfig, wall_clock_ms
 from tierlog.tiered.manager.reader import (
     SEARCH_LOCAL,
     RemoteOffsetOutOfRange,
+    RemoteReader,
     RemoteReadSpec,
-    find_offset_by_timestamp,
-    forget_parked_reads,
-    read_remote_segment,
 )
 from tierlog.tiered.manager.scheduling import (
     BoundedExecutor,
@@ -83,13 +64,13 @@ from tierlog.tiered.manager.scheduling import (
     RejectedExecution,
     TaskScheduler,
 )
+from tierlog.tiered.manager.task_context import TaskContext, metric_labels
 
 __all__ = ["RemoteFetchRequest", "RemoteFetchResult", "RemoteLogManager", "StopPartition"]
 
 log = logging.getLogger(__name__)
 
 _S = RemoteLogSegmentState
-QUOTA_WAIT_SLICE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -128,20 +109,19 @@ class StopPartition:
 
 @dataclass
 class _Partition:
+    """A tiered partition tracked here and its tasks; ``copy_backoff`` outlives the copy
+    task (copy disabled and enabled again keeps the partition's back-off)."""
+
     log: PartitionLog
     tip: TopicIdPartition
-    copy_task: PeriodicTask | None = None
-    expiration_task: PeriodicTask | None = None
-    follower_task: PeriodicTask | None = None
-    copied_offset: int | None = None
-    log_start_updated: bool = False
-    log_dir: Path | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    copy_backoff: RetryBackoff | None = None
+    copy_backoff: RetryBackoff
+    copy_task: CopyTask | None = None
+    expiration_task: ExpirationTask | None = None
+    follower_task: FollowerTask | None = None
 
     @property
     def labels(self) -> tuple[str, str]:
-        return self.tip.topic, str(self.tip.partition)
+        return metric_labels(self.tip)
 
     def tasks(self) -> list[PeriodicTask]:
         return [
@@ -171,6 +151,7 @@ class RemoteLogManager:
             config.index_cache_total_size_bytes,
             ttl_ms=config.index_cache_ttl_ms,
         )
+        self.reader = RemoteReader(rlmm, rsm, self.index_cache)
         self.metrics.attach_index_cache(self._cache_stats)
         self.copy_quota = ByteRateQuota(
             QuotaConfig(
@@ -193,10 +174,10 @@ class RemoteLogManager:
             config.reader_threads, config.reader_max_pending_tasks, "remote-log-reader"
         )
         self._scheduler = TaskScheduler(config.task_interval_ms)
+        self._copy_throttle = CopyThrottle(self.copy_quota, self.metrics)
+        self._task_ctx = TaskContext(config, rsm, rlmm, self.metrics, self.index_cache, clock_ms)
         self._lock = threading.RLock()
-        self._quota_cv = threading.Condition()
         self._partitions: dict[TopicPartition, _Partition] = {}
-        self._being_copied: set[RemoteLogSegmentId] = set()
         self._started = False
         self._closed = False
         self._first_delay_s = config.initial_task_delay_ms / 1000
@@ -215,8 +196,7 @@ class RemoteLogManager:
             tasks = [t for p in self._partitions.values() for t in p.tasks()]
         for t in tasks:
             t.cancel()
-        with self._quota_cv:
-            self._quota_cv.notify_all()
+        self._copy_throttle.close()
         self._scheduler.close()
         for pool in (self._copier, self._expirer, self._follower):
             pool.shutdown(wait=False, cancel_futures=True)
@@ -224,8 +204,8 @@ class RemoteLogManager:
         deadline = time.monotonic() + 5.0
         for t in tasks:
             t.idle.wait(max(0.0, deadline - time.monotonic()))
+        self.reader.close()
         self.index_cache.close()
-        forget_parked_reads(self.rsm)
         for plugin in (self.rsm, self.rlmm):
             try:
                 plugin.close()
@@ -270,7 +250,7 @@ class RemoteLogManager:
                         t.cancel()
                 c = self.config
                 backoff = RetryBackoff(c.retry_backoff_ms, c.retry_backoff_max_ms, c.retry_jitter)
-                p = _Partition(lg, tip, copy_backoff=backoff)
+                p = _Partition(lg, tip, backoff)
                 self._partitions[lg.tp] = p
             return p
 
@@ -280,9 +260,7 @@ class RemoteLogManager:
                 p.follower_task.cancel()
                 p.follower_task = None
             if p.expiration_task is None or p.expiration_task.is_cancelled():
-                p.expiration_task = PeriodicTask(
-                    f"expire {p.log.tp}", functools.partial(self._expire, p)
-                )
+                p.expiration_task = ExpirationTask(p.log, p.tip, self._task_ctx)
                 self._scheduler.schedule(p.expiration_task, self._expirer, self._first_delay_s)
             self._sync_copy_task(p)
 
@@ -296,9 +274,9 @@ class RemoteLogManager:
             )
             running = p.copy_task is not None and not p.copy_task.is_cancelled()
             if wanted and not running:
-                p.copied_offset = None
-                p.log_start_updated = False
-                p.copy_task = PeriodicTask(f"copy {p.log.tp}", functools.partial(self._copy, p))
+                p.copy_task = CopyTask(
+                    p.log, p.tip, self._task_ctx, self._copy_throttle, p.copy_backoff
+                )
                 self._scheduler.schedule(p.copy_task, self._copier, self._first_delay_s)
             elif not wanted and running:
                 assert p.copy_task is not None
@@ -314,9 +292,7 @@ class RemoteLogManager:
             self.metrics.copy_lag_bytes.labels(*p.labels).set(0)
             self.metrics.copy_lag_segments.labels(*p.labels).set(0)
             if p.follower_task is None or p.follower_task.is_cancelled():
-                p.follower_task = PeriodicTask(
-                    f"follow {p.log.tp}", functools.partial(self._follow, p)
-                )
+                p.follower_task = FollowerTask(p.log, p.tip, self._task_ctx)
                 self._scheduler.schedule(p.follower_task, self._follower, self._first_delay_s)
 
     def on_config_change(self, lg: PartitionLog) -> None:
@@ -385,7 +361,7 @@ class RemoteLogManager:
             for s in self.rlmm.list_remote_log_segments(tip)
             if s.state is not _S.DELETE_SEGMENT_FINISHED
         ]
-        self._publish_all(segments, _S.DELETE_SEGMENT_STARTED)
+        self._task_ctx.publish_all(segments, _S.DELETE_SEGMENT_STARTED)
         labels = (tip.topic, str(tip.partition))
         for s in segments:
             self.metrics.delete_requests.labels(*labels).inc()
@@ -395,350 +371,13 @@ class RemoteLogManager:
                 self.metrics.delete_errors.labels(*labels).inc()
                 raise
         self.index_cache.remove_all(s.remote_log_segment_id.id for s in segments)
-        self._publish_all(segments, _S.DELETE_SEGMENT_FINISHED)
+        self._task_ctx.publish_all(segments, _S.DELETE_SEGMENT_FINISHED)
         if not partition_deleted:
             return
         for state in RemotePartitionDeleteState:
             self.rlmm.put_remote_partition_delete_metadata(
                 RemotePartitionDeleteMetadata(tip, state, self._clock(), self.config.broker_id)
             ).result()
-
-    def _publish_all(
-        self, segments: Sequence[RemoteLogSegmentMetadata], state: RemoteLogSegmentState
-    ) -> None:
-        """Publish one state for many segments, then wait for all (one batch, as Kafka)."""
-        futures = [
-            self.rlmm.update_remote_log_segment_metadata(self._update(s, state)) for s in segments
-        ]
-        for f in futures:
-            f.result()
-
-    # --- copy task ----------------------------------------------------------------------
-
-    def _copy(self, p: _Partition, task: PeriodicTask) -> None:
-        labels = p.labels
-        backoff = p.copy_backoff
-        if backoff is not None and not backoff.ready(self._clock()):
-            return
-        try:
-            self._copy_run(p, task)
-        except ReplicaNotAvailableException as e:
-            log.debug("%s: metadata not ready, copy skipped: %s", p.tip, e)
-        except CustomMetadataSizeLimitExceededException as e:
-            self.metrics.copy_errors.labels(*labels).inc()
-            log.error("%s: %s; copying is stopped for this partition", p.tip, e)
-            task.cancel()
-        except Exception as e:
-            if not task.is_cancelled():
-                self.metrics.copy_errors.labels(*labels).inc()
-                self._copy_failed(p, e)
-        else:
-            if backoff is not None:
-                backoff.succeeded()
-
-    def _copy_failed(self, p: _Partition, e: Exception) -> None:
-        """Back off; the first failure of a streak logs the stack, the rest one line."""
-        backoff = p.copy_backoff
-        if backoff is None:
-            log.exception("%s: copy to remote storage failed; retrying next run", p.tip)
-            return
-        delay = backoff.failed(self._clock())
-        if backoff.failures == 1:
-            log.exception("%s: copy to remote storage failed; retrying in %d ms", p.tip, delay)
-        else:
-            log.warning(
-                "%s: copy to remote storage failed again (%d in a row: %s); retrying in %d ms",
-                p.tip,
-                backoff.failures,
-                e,
-                delay,
-            )
-
-    def _copy_run(self, p: _Partition, task: PeriodicTask) -> None:
-        lg = p.log
-        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
-            return
-        if p.log_dir != lg.dir:
-            p.copied_offset = None
-            p.log_start_updated = False
-            p.log_dir = lg.dir
-        epochs = lg.leader_epoch_cache.entries()
-        if not p.log_start_updated:
-            start = find_log_start_offset(
-                epochs, lambda e: self._first_start(p.tip, e), self._fallback_start(p)
-            )
-            lg.update_log_start_offset_from_remote(start)
-            p.log_start_updated = True
-        if p.copied_offset is None:
-            offset, _epoch = find_highest_remote_offset(
-                epochs,
-                lg.log_end_offset,
-                lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
-            )
-            lg.update_highest_offset_in_remote_storage(offset)
-            p.copied_offset = offset
-        lso = lg.last_stable_offset
-        if lso > 0 and p.copied_offset < lso:
-            from_offset = max(p.copied_offset + 1, lg.log_start_offset)
-            candidates = candidate_segments(
-                lg.segments(),
-                from_offset,
-                lso,
-                now_ms=self._clock(),
-                lag_ms=self.config.copy_lag_ms,
-                lag_bytes=self.config.copy_lag_bytes,
-            )
-            for seg in candidates:
-                if task.is_cancelled() or not self._wait_for_copy_quota(task):
-                    return
-                self.copy_quota.record(seg.size)
-                sid = RemoteLogSegmentId.generate_new(p.tip)
-                with self._lock:
-                    self._being_copied.add(sid)
-                try:
-                    self._copy_segment(p, seg.base_offset, seg.next_offset, seg.size, sid)
-                finally:
-                    with self._lock:
-                        self._being_copied.discard(sid)
-        if not task.is_cancelled():
-            lag_bytes, lag_segments = copy_lag(lg.segments(), lg.highest_offset_in_remote_storage)
-            self.metrics.copy_lag_bytes.labels(*p.labels).set(lag_bytes)
-            self.metrics.copy_lag_segments.labels(*p.labels).set(lag_segments)
-
-    def _fallback_start(self, p: _Partition) -> int:
-        """The log start when no epoch of the leader-epoch cache finds a remote segment:
-        the earliest remote segment, not the local start. A cache that lost its older
-        entries (a corrupt checkpoint) would otherwise move the log start past everything
-        tiered, and the expiration task would delete all of it as below the log start."""
-        starts = [
-            s.start_offset
-            for s in self.rlmm.list_remote_log_segments(p.tip)
-            if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-        ]
-        local = p.log.local_log_start_offset
-        return min(starts) if starts and min(starts) < local else local
-
-    def _first_start(self, tip: TopicIdPartition, epoch: int) -> int | None:
-        for s in self.rlmm.list_remote_log_segments(tip, epoch):
-            return s.start_offset
-        return None
-
-    def _wait_for_copy_quota(self, task: PeriodicTask) -> bool:
-        """Back-pressure: wait (in 1 s slices, woken by close) until the copy rate allows."""
-        with self._quota_cv:
-            while True:
-                if task.is_cancelled() or self._closed:
-                    return False
-                throttle = self.copy_quota.throttle_time_ms()
-                if throttle <= 0:
-                    return True
-                self.metrics.copy_throttle_ms.observe(throttle)
-                self._quota_cv.wait(min(QUOTA_WAIT_SLICE_S, throttle / 1000))
-
-    def _copy_segment(
-        self, p: _Partition, base: int, next_base: int, size: int, sid: RemoteLogSegmentId
-    ) -> None:
-        lg = p.log
-        segs = {s.base_offset: s for s in lg.segments()}
-        seg = segs.get(base)
-        if seg is None:
-            return  # deleted locally since planning (log start moved past it)
-        epochs = lg.leader_epoch_cache.entries()
-        seg_epochs = epoch_entries_in_range(epochs, base, next_base)
-        if not seg_epochs:
-            raise RemoteStorageException(f"{p.tip}: no leader epoch covers offsets {base}..")
-        txn = seg.txn_index_path if seg.txn_index_path.exists() else None
-        md = RemoteLogSegmentMetadata(
-            remote_log_segment_id=sid,
-            start_offset=base,
-            end_offset=next_base - 1,
-            max_timestamp_ms=seg.largest_timestamp,
-            broker_id=self.config.broker_id,
-            event_timestamp_ms=self._clock(),
-            segment_size_in_bytes=size,
-            custom_metadata=None,
-            state=_S.COPY_SEGMENT_STARTED,
-            segment_leader_epochs=dict(seg_epochs),
-            txn_idx_empty=txn is None or txn.stat().st_size == 0,
-        )
-        self.rlmm.add_remote_log_segment_metadata(md).result()
-        data = LogSegmentData(
-            log_segment=seg.log_path,
-            offset_index=seg.offset_index_path,
-            time_index=seg.time_index_path,
-            transaction_index=txn,
-            producer_snapshot_index=lg.producer_snapshot_for(next_base),
-            leader_epoch_index=epoch_checkpoint_bytes(e for e in epochs if e[1] < next_base),
-        )
-        labels = p.labels
-        self.metrics.copy_requests.labels(*labels).inc()
-        try:
-            custom = self.rsm.copy_log_segment_data(md, data)
-        except RemoteStorageException:
-            self._best_effort_delete(md)
-            raise
-        limit = self.config.custom_metadata_max_bytes
-        if custom is not None and len(custom) > limit:
-            finished = md.create_with_updates(self._update(md, _S.COPY_SEGMENT_FINISHED, custom))
-            self._best_effort_delete(finished)
-            raise CustomMetadataSizeLimitExceededException(
-                f"custom metadata of {len(custom)} bytes for {sid} exceeds "
-                f"remote.log.metadata.custom.metadata.max.bytes={limit}"
-            )
-        self.rlmm.update_remote_log_segment_metadata(
-            self._update(md, _S.COPY_SEGMENT_FINISHED, custom)
-        ).result()
-        self.metrics.copy_bytes.labels(*labels).inc(size)
-        p.copied_offset = next_base - 1
-        lg.update_highest_offset_in_remote_storage(next_base - 1)
-
-    def _best_effort_delete(self, md: RemoteLogSegmentMetadata) -> None:
-        """Undo a copy that will never be COPY_FINISHED; failures are logged, not raised."""
-        try:
-            self.rlmm.update_remote_log_segment_metadata(
-                self._update(md, _S.DELETE_SEGMENT_STARTED)
-            ).result()
-            self.rsm.delete_log_segment_data(md)
-            self.rlmm.update_remote_log_segment_metadata(
-                self._update(md, _S.DELETE_SEGMENT_FINISHED)
-            ).result()
-        except Exception:
-            log.exception("cleanup of failed copy %s failed", md.remote_log_segment_id)
-
-    def _update(
-        self,
-        md: RemoteLogSegmentMetadata,
-        state: RemoteLogSegmentState,
-        custom: CustomMetadata | None = None,
-    ) -> RemoteLogSegmentMetadataUpdate:
-        return RemoteLogSegmentMetadataUpdate(
-            md.remote_log_segment_id,
-            self._clock(),
-            custom if custom is not None else md.custom_metadata,
-            state,
-            self.config.broker_id,
-        )
-
-    # --- expiration task ------------------------------------------------------------------
-
-    def _expire(self, p: _Partition, task: PeriodicTask) -> None:
-        try:
-            self._expire_run(p, task)
-        except ReplicaNotAvailableException as e:
-            log.debug("%s: metadata not ready, expiration skipped: %s", p.tip, e)
-        except Exception:
-            log.exception("%s: remote expiration failed; retrying next run", p.tip)
-
-    def _expire_run(self, p: _Partition, task: PeriodicTask) -> None:
-        lg = p.log
-        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
-            return
-        with self._lock:
-            being_copied = frozenset(self._being_copied)
-        # the size rule counts local bytes above the highest tiered offset; until the copy
-        # task has run once for this leadership (after a restart both tasks start together,
-        # and with remote.log.copy.disable there is no copy task) that offset is -1 and
-        # every already-tiered local segment would be counted twice, deleting remote data
-        # still within retention.bytes. Derive it here too (it only ever moves up).
-        offset, _epoch = find_highest_remote_offset(
-            lg.leader_epoch_cache.entries(),
-            lg.log_end_offset,
-            lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
-        )
-        lg.update_highest_offset_in_remote_storage(offset)
-        segments = lg.segments()
-        highest = lg.highest_offset_in_remote_storage
-        plan = plan_expiration(
-            all_segments=self.rlmm.list_remote_log_segments(p.tip),
-            segments_for_epoch=lambda e: self.rlmm.list_remote_log_segments(p.tip, e),
-            leader_epochs=lg.leader_epoch_cache.entries(),
-            log_start_offset=lg.log_start_offset,
-            log_end_offset=lg.log_end_offset,
-            only_local_size_bytes=sum(s.size for s in segments if s.base_offset >= highest),
-            retention_ms=lg.config.retention_ms,
-            retention_bytes=lg.config.retention_bytes,
-            now_ms=self._clock(),
-            being_copied=being_copied,
-        )
-        self.metrics.metadata_count.labels(*p.labels).set(plan.metadata_count)
-        self.metrics.log_size_bytes.labels(*p.labels).set(plan.remote_size_bytes)
-        if task.is_cancelled():
-            return
-        if plan.new_log_start_offset is not None:
-            lg.update_log_start_offset_from_remote(plan.new_log_start_offset)
-        for md in plan.all_deletions:
-            if task.is_cancelled():
-                return
-            self._delete_segment(p, md)
-        self._delete_dangling_copies(p, task)
-
-    def _delete_dangling_copies(self, p: _Partition, task: PeriodicTask) -> None:
-        """Delete segments left in COPY_SEGMENT_STARTED by a copy that can never finish (the
-        broker was killed mid-copy, or the copy failed outside the RSM): nothing reads them,
-        and without this their objects stay in the bucket forever (found by the crash tests
-        in tests/reliability). A copy running here is in ``_being_copied`` from before its
-        COPY_SEGMENT_STARTED until after its COPY_SEGMENT_FINISHED, so checking the set and
-        *then* re-reading the state never touches a live or a finished copy."""
-        started = [
-            s
-            for s in self.rlmm.list_remote_log_segments(p.tip)
-            if s.state is _S.COPY_SEGMENT_STARTED
-        ]
-        for md in started:
-            if task.is_cancelled():
-                return
-            sid = md.remote_log_segment_id
-            with self._lock:
-                if sid in self._being_copied:
-                    continue
-            current = next(
-                (
-                    s
-                    for s in self.rlmm.list_remote_log_segments(p.tip)
-                    if s.remote_log_segment_id == sid
-                ),
-                None,
-            )
-            if current is None or current.state is not _S.COPY_SEGMENT_STARTED:
-                continue
-            log.info(
-                "%s: deleting dangling copy %s (%d..%d)",
-                p.tip,
-                sid.id,
-                md.start_offset,
-                md.end_offset,
-            )
-            self._delete_segment(p, current)
-
-    def _delete_segment(self, p: _Partition, md: RemoteLogSegmentMetadata) -> None:
-        self.rlmm.update_remote_log_segment_metadata(
-            self._update(md, _S.DELETE_SEGMENT_STARTED)
-        ).result()
-        self.metrics.delete_requests.labels(*p.labels).inc()
-        try:
-            self.rsm.delete_log_segment_data(md)
-        except Exception:
-            self.metrics.delete_errors.labels(*p.labels).inc()
-            raise
-        self.index_cache.remove(md.remote_log_segment_id.id)
-        self.rlmm.update_remote_log_segment_metadata(
-            self._update(md, _S.DELETE_SEGMENT_FINISHED)
-        ).result()
-
-    # --- follower task ----------------------------------------------------------------------
-
-    def _follow(self, p: _Partition, task: PeriodicTask) -> None:
-        if task.is_cancelled() or not self.rlmm.is_ready(p.tip):
-            return
-        try:
-            offset, _epoch = find_highest_remote_offset(
-                p.log.leader_epoch_cache.entries(),
-                p.log.log_end_offset,
-                lambda e: self.rlmm.highest_offset_for_epoch(p.tip, e),
-            )
-        except ReplicaNotAvailableException:
-            return
-        p.log.update_highest_offset_in_remote_storage(offset)
 
     # --- remote reads (called from the event loop) --------------------------------------
 
@@ -808,7 +447,7 @@ class RemoteLogManager:
             req.read_committed,
         )
         try:
-            data = read_remote_segment(spec, self.rlmm, self.rsm, self.index_cache)
+            data = self.reader.read(spec)
         except RemoteOffsetOutOfRange as e:
             self.fetch_quota.record(0)
             return RemoteFetchResult(req, ErrorCode.OFFSET_OUT_OF_RANGE, error_message=e.message)
@@ -853,16 +492,13 @@ class RemoteLogManager:
         self, lg: PartitionLog, timestamp: int
     ) -> tuple[int, int, int | None] | None:
         assert lg.topic_id is not None
-        found = find_offset_by_timestamp(
+        found = self.reader.find_offset_by_timestamp(
             tip=TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition),
             timestamp=timestamp,
             starting_offset=lg.log_start_offset,
             epochs=lg.leader_epoch_cache.entries(),
             log_end_offset=lg.log_end_offset,
             first_local_base_offset=lg.local_log_start_offset if lg.size > 0 else None,
-            rlmm=self.rlmm,
-            rsm=self.rsm,
-            cache=self.index_cache,
         )
         if found is None or found is SEARCH_LOCAL:
             return lg.offset_for_timestamp(timestamp)
@@ -879,7 +515,7 @@ class RemoteLogManager:
             raise KeyError(f"no active {kind} task for {tp}")
         with self._lock:
             p = self._partitions.get(tp)
-        if kind == "copy" and p is not None and p.copy_backoff is not None:
+        if kind == "copy" and p is not None:
             p.copy_backoff.succeeded()  # an explicit run is not held back by a back-off
         task.run_once()
 
@@ -888,7 +524,7 @@ class RemoteLogManager:
             p = self._partitions.get(tp)
             if p is None:
                 return {}
-            out = {}
+            out: dict[str, PeriodicTask] = {}
             for name, t in (
                 ("copy", p.copy_task),
                 ("expiration", p.expiration_task),

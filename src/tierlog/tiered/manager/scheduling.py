@@ -17,6 +17,7 @@ to its pool; it never runs task code itself.
 
 from __future__ import annotations
 
+import abc
 import functools
 import heapq
 import itertools
@@ -73,12 +74,12 @@ class BoundedExecutor:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class PeriodicTask:
-    """One partition's task of one kind; ``cancel`` stops re-arming and is seen by ``run``."""
+class PeriodicTask(abc.ABC):
+    """One partition's task of one kind; ``cancel`` stops re-arming and is seen by
+    ``execute``, which checks ``is_cancelled`` between its steps."""
 
-    def __init__(self, name: str, run: Callable[[PeriodicTask], None]) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self._run = run
         self.cancelled = threading.Event()
         self.runs = 0
         self.idle = threading.Event()
@@ -90,12 +91,16 @@ class PeriodicTask:
     def is_cancelled(self) -> bool:
         return self.cancelled.is_set()
 
+    @abc.abstractmethod
+    def execute(self) -> None:
+        """One run of the task body, on a pool thread."""
+
     def run_once(self) -> None:
         if self.is_cancelled():
             return
         self.idle.clear()
         try:
-            self._run(self)
+            self.execute()
         except Exception:
             log.exception("remote log task %s failed", self.name)
         finally:

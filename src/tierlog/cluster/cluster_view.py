@@ -1,0 +1,316 @@
+"""A broker's picture of the cluster, kept current by ZooKeeper watches (spec §6.11).
+
+Kafka's controller pushes UpdateMetadata and LeaderAndIsr; tierlog's brokers watch instead
+(docs/architecture.md, "Cluster coordination"). ``ClusterView`` holds what Metadata,
+DescribeCluster and the replication owner need: live brokers with their endpoints, racks and
+broker epochs (czxid), the controller, every topic's assignment, and every partition's
+state with its partition epoch (the state znode's version).
+
+What holds:
+
+* **Apply by epoch.** Watches are one-shot and coalesce; kazoo's ``DataWatch`` re-reads the
+  data and Stat and re-arms in one call. A partition state is taken only if
+  ``(leader_epoch, partition_epoch)`` is higher than the one held, so the view never goes
+  back (a late or replayed read is dropped), and skipped epochs are simply jumped over;
+  listeners see every epoch change they must react to (a follower restarts on any).
+* **Topics come and go by generation.** A deleted topic leaves the view with every
+  partition; its watches stop at their next event. A topic re-created under the same name
+  starts a new generation, whose partition epochs start again from zero.
+* Watches survive reconnects and new sessions (kazoo re-reads after a session loss).
+* All updates happen on kazoo's single callback thread; readers on other threads get
+  consistent snapshots under a lock. Listeners run on that callback thread and must not
+  block: the server hands each change to its event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from tierlog.cluster import paths
+from tierlog.cluster.znodes import (
+    BrokerRegistration,
+    ControllerRegistration,
+    PartitionState,
+    TopicAssignment,
+    ZnodeFormatError,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    registration: BrokerRegistration
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    state: PartitionState | None = None
+    """None until the controller has written the partition's first state."""
+    partition_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class BrokersChanged:
+    brokers: Mapping[int, LiveBroker]
+
+
+@dataclass(frozen=True)
+class ControllerChanged:
+    controller_id: int | None
+
+
+@dataclass(frozen=True)
+class PartitionChanged:
+    info: PartitionInfo
+
+
+@dataclass(frozen=True)
+class TopicDeleted:
+    topic: str
+
+
+ViewChange = BrokersChanged | ControllerChanged | PartitionChanged | TopicDeleted
+
+
+@dataclass
+class _Topic:
+    generation: int
+    assignment: TopicAssignment
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+
+class ClusterView:
+    def __init__(
+        self, zk: KazooClient, listener: Callable[[ViewChange], None] | None = None
+    ) -> None:
+        self._zk = zk
+        self._listeners: list[Callable[[ViewChange], None]] = [] if listener is None else [listener]
+        self._lock = threading.Lock()
+        self._closed = False
+        self._generations = 0
+        self._brokers: dict[int, LiveBroker] = {}
+        self._controller_id: int | None = None
+        self._topics: dict[str, _Topic] = {}
+        self._watched_topics: set[str] = set()
+
+    # ---- reading ---------------------------------------------------------------------
+    @property
+    def controller_id(self) -> int | None:
+        with self._lock:
+            return self._controller_id
+
+    def brokers(self) -> dict[int, LiveBroker]:
+        with self._lock:
+            return dict(self._brokers)
+
+    def topics(self) -> dict[str, TopicAssignment]:
+        with self._lock:
+            return {name: t.assignment for name, t in self._topics.items()}
+
+    def partitions(self, topic: str) -> dict[int, PartitionInfo]:
+        with self._lock:
+            t = self._topics.get(topic)
+            return {} if t is None else dict(t.partitions)
+
+    def partition(self, topic: str, index: int) -> PartitionInfo | None:
+        with self._lock:
+            t = self._topics.get(topic)
+            return None if t is None else t.partitions.get(index)
+
+    def add_listener(self, listener: Callable[[ViewChange], None]) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ViewChange], None]) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Arm the watches; the view is complete for what existed when this returns."""
+        DataWatch(self._zk, paths.CONTROLLER, self._on_controller)
+        ChildrenWatch(self._zk, paths.BROKER_IDS, self._on_broker_ids)
+        ChildrenWatch(self._zk, paths.BROKER_TOPICS, self._on_topic_names)
+
+    def close(self) -> None:
+        """Stop applying changes; each watch ends at its next event."""
+        with self._lock:
+            self._closed = True
+
+    # ---- watch callbacks (kazoo's callback thread) -----------------------------------
+    def _notify(self, change: ViewChange) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(change)
+            except Exception:
+                log.exception("cluster view listener failed on %r", change)
+
+    def _on_controller(self, data: bytes | None, _stat: ZnodeStat | None) -> bool:
+        if self._closed:
+            return False
+        controller = None
+        if data is not None:
+            try:
+                controller = ControllerRegistration.decode(data).broker_id
+            except ZnodeFormatError as e:
+                log.error("ignoring %s: %s", paths.CONTROLLER, e)
+        with self._lock:
+            changed = controller != self._controller_id
+            self._controller_id = controller
+        if changed:
+            self._notify(ControllerChanged(controller))
+        return True
+
+    def _on_broker_ids(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        brokers: dict[int, LiveBroker] = {}
+        for child in children:
+            try:
+                data, stat = self._zk.get(paths.broker(int(child)))
+                brokers[int(child)] = LiveBroker(
+                    BrokerRegistration.decode(int(child), data), int(stat.czxid)
+                )
+            except NoNodeError:
+                continue
+            except KazooException as e:
+                if self._closed:
+                    return False
+                log.warning("could not read broker registration %s: %r", child, e)
+                continue
+            except (ValueError, ZnodeFormatError) as e:
+                log.error("ignoring broker registration %s: %s", child, e)
+        with self._lock:
+            changed = brokers != self._brokers
+            self._brokers = brokers
+        if changed:
+            self._notify(BrokersChanged(dict(brokers)))
+        return True
+
+    def _on_topic_names(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        for name in children:
+            if name not in self._watched_topics:
+                self._watched_topics.add(name)
+                self._watch_topic(name)
+        return True
+
+    def _watch_topic(self, name: str) -> None:
+        def on_topic(data: bytes | None, _stat: ZnodeStat | None) -> bool:
+            return self._on_topic(name, data)
+
+        DataWatch(self._zk, paths.topic(name), on_topic)
+
+    def _on_topic(self, name: str, data: bytes | None) -> bool:
+        if self._closed:
+            return False
+        if data is None:
+            self._watched_topics.discard(name)
+            self._drop_topic(name)
+            return False
+        try:
+            assignment = TopicAssignment.decode(data)
+        except ZnodeFormatError as e:
+            log.error("ignoring %s: %s", paths.topic(name), e)
+            return True
+        with self._lock:
+            topic = self._topics.get(name)
+        if topic is not None and topic.assignment.topic_id != assignment.topic_id:
+            self._drop_topic(name)
+            topic = None
+        if topic is None:
+            self._generations += 1
+            topic = _Topic(self._generations, assignment)
+            with self._lock:
+                self._topics[name] = topic
+        new: list[int] = []
+        changed: list[PartitionInfo] = []  # new partitions and changed assignments
+        with self._lock:
+            topic.assignment = assignment
+            for p, replicas in sorted(assignment.partitions.items()):
+                old = topic.partitions.get(p)
+                info = PartitionInfo(
+                    name,
+                    p,
+                    replicas,
+                    assignment.adding.get(p, ()),
+                    assignment.removing.get(p, ()),
+                    None if old is None else old.state,
+                    -1 if old is None else old.partition_epoch,
+                )
+                topic.partitions[p] = info
+                if old is None:
+                    new.append(p)
+                if old != info:
+                    changed.append(info)
+        for info in changed:
+            self._notify(PartitionChanged(info))
+        for p in new:
+            self._watch_state(name, topic.generation, p)
+        return True
+
+    def _watch_state(self, name: str, generation: int, index: int) -> None:
+        def on_state(data: bytes | None, stat: ZnodeStat | None) -> bool:
+            return self._on_state(name, generation, index, data, stat)
+
+        DataWatch(self._zk, paths.partition_state(name, index), on_state)
+
+    def _drop_topic(self, name: str) -> None:
+        with self._lock:
+            existed = self._topics.pop(name, None) is not None
+        if existed:
+            self._notify(TopicDeleted(name))
+
+    def _on_state(
+        self,
+        name: str,
+        generation: int,
+        index: int,
+        data: bytes | None,
+        stat: ZnodeStat | None,
+    ) -> bool:
+        if self._closed:
+            return False
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None or topic.generation != generation:
+                return False
+        if data is None or stat is None:
+            return True
+        try:
+            state = PartitionState.decode(data)
+        except ZnodeFormatError as e:
+            log.error("ignoring %s: %s", paths.partition_state(name, index), e)
+            return True
+        with self._lock:
+            old = topic.partitions.get(index)
+            if old is None:
+                return True
+            held = (-1, -1) if old.state is None else (old.state.leader_epoch, old.partition_epoch)
+            if (state.leader_epoch, int(stat.version)) <= held:
+                return True
+            info = PartitionInfo(
+                name, index, old.replicas, old.adding, old.removing, state, int(stat.version)
+            )
+            topic.partitions[index] = info
+        self._notify(PartitionChanged(info))
+        return True

@@ -1,0 +1,188 @@
+"""The controller's partition duties that follow broker membership (spec §6.3-6.5, Z-6, Z-7).
+
+Level-triggered: on every change of the cluster view (a broker comes or goes, a topic or a
+partition state changes) and once at election, the controller compares each partition's
+state with the live brokers and writes what Kafka's controller would, in one reconciliation
+pass:
+
+* a partition without a state znode whose replicas include a live broker gets its first
+  state (new partition election);
+* a partition whose leader is offline (or -1) gets a leader from the ISR in assignment
+  order, or, if the topic allows unclean election, from any live replica (offline
+  election); with no candidate, its dead replicas leave the ISR but the last member stays
+  and the leader is -1 (Z-7);
+* a led partition whose ISR holds offline brokers loses them from the ISR.
+
+The empty parent ``partitions/<p>`` of a new state is ensured outside the fence (harmless
+if a deposed controller does it); every state write bumps the leader epoch (Z-8) and is
+conditional twice: on the controller epoch
+(``FencedWriter``) and on the partition epoch the decision was based on. A condition that
+fails means the view was stale; the write is dropped and the next view change (the one
+that made it stale) runs the pass again with fresh data. A state stamped by a newer
+controller epoch is never touched (Z-3). ``ControllerMovedError`` ends the controller.
+
+One thread per elected controller runs the passes; view changes only wake it, and changes
+that arrive during a pass are coalesced into one more pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+
+from tierlog.cluster import paths
+from tierlog.cluster.cluster_view import ClusterView, PartitionInfo, ViewChange
+from tierlog.cluster.fencing import ControllerMovedError, FencedWriter
+from tierlog.cluster.leader_election import elect_new_partition, elect_offline, remove_replica
+from tierlog.cluster.znodes import NO_LEADER, PartitionState
+
+log = logging.getLogger(__name__)
+
+
+def next_state(
+    info: PartitionInfo,
+    live: Collection[int],
+    unclean_allowed: bool,
+    controller_epoch: int,
+) -> PartitionState | None:
+    """What the controller writes for one partition now, or None if nothing."""
+    state = info.state
+    if state is None:
+        return elect_new_partition(info.replicas, live, controller_epoch)
+    if state.controller_epoch > controller_epoch:
+        return None
+    if state.leader == NO_LEADER or state.leader not in live:
+        elected = elect_offline(state, info.replicas, live, unclean_allowed, controller_epoch)
+        if elected is not None:
+            return elected
+    shrunk = state
+    for replica in (state.leader, *state.isr):
+        if replica != NO_LEADER and replica not in live:
+            shrunk = remove_replica(shrunk, replica, controller_epoch) or shrunk
+    if (shrunk.leader, shrunk.isr) == (state.leader, state.isr):
+        return None
+    return PartitionState(
+        shrunk.leader,
+        state.leader_epoch + 1,
+        shrunk.isr,
+        controller_epoch,
+        state.leader_recovery_state,
+    )
+
+
+class PartitionController:
+    """Runs the reconciliation passes of one controller epoch until ``close`` or until the
+    epoch is superseded."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        writer: FencedWriter,
+        unclean_allowed: Callable[[str], bool] = lambda _topic: False,
+    ) -> None:
+        self.view = view
+        self.writer = writer
+        self.unclean_allowed = unclean_allowed
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.passes = 0
+        self._broker_epochs: dict[int, int] = {}
+        self._bounced: set[int] = set()
+        self._thread = threading.Thread(
+            target=self._run, name=f"controller-epoch-{writer.lease.epoch}", daemon=True
+        )
+
+    @property
+    def epoch(self) -> int:
+        return self.writer.lease.epoch
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._wake.set()
+        self._thread.start()
+
+    def on_view_change(self, _change: ViewChange) -> None:
+        """A view listener: wakes the controller (never blocks)."""
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.reconcile()
+            except ControllerMovedError as e:
+                log.info("%s", e)
+                return
+            except KazooException as e:
+                log.warning("controller pass failed (retried on the next change): %r", e)
+            self.passes += 1
+
+    def reconcile(self) -> None:
+        """One pass over every partition of the view.
+
+        A broker whose epoch grew since the last pass bounced (failed and came back between
+        two looks, checklist 44): this pass treats it as failed, so it leaves ISRs and
+        leaderships it may no longer deserve (a crash can lose unflushed data); it is live
+        again in the pass that follows. It stays treated as failed until a pass applied all
+        its writes.
+        """
+        brokers = self.view.brokers()
+        bounced = {
+            b
+            for b, broker in brokers.items()
+            if b in self._broker_epochs and broker.broker_epoch > self._broker_epochs[b]
+        }
+        self._broker_epochs = {b: broker.broker_epoch for b, broker in brokers.items()}
+        self._bounced |= bounced
+        failing = set(self._bounced)
+        live = set(brokers) - failing
+        complete = True
+        for topic in sorted(self.view.topics()):
+            unclean = self.unclean_allowed(topic)
+            for info in self.view.partitions(topic).values():
+                if self._stop.is_set():
+                    return
+                target = next_state(info, live, unclean, self.epoch)
+                if target is not None:
+                    complete = self._write(info, target) and complete
+        if complete and failing:
+            log.info("brokers %s bounced: treated as failed once", sorted(failing))
+            self._bounced -= failing
+            self._wake.set()
+
+    def _write(self, info: PartitionInfo, target: PartitionState) -> bool:
+        """Write ``target``; False when the view was stale and nothing was written."""
+        path = paths.partition_state(info.topic, info.partition)
+        try:
+            if info.state is None:
+                self.writer.zk.ensure_path(paths.partition(info.topic, info.partition))
+                self.writer.create(path, target.encode())
+            else:
+                self.writer.set_data(path, target.encode(), version=info.partition_epoch)
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            log.debug("stale view of %s; the next change re-runs the pass", path)
+            return False
+        log.info(
+            "%s-%d: leader %d epoch %d isr %s",
+            info.topic,
+            info.partition,
+            target.leader,
+            target.leader_epoch,
+            list(target.isr),
+        )
+        return True

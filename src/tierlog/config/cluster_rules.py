@@ -1,0 +1,38 @@
+"""Cross-key rules of cluster mode (``zookeeper.connect`` set), as KafkaConfig checks them.
+
+* ``broker.id`` is ``node.id``'s ZooKeeper-mode name: when set (not -1) it gives ``node.id``,
+  and if both are set explicitly they must be equal.
+* ``replica.fetch.wait.max.ms`` at most ``replica.lag.time.max.ms``: a follower waiting in a
+  fetch longer than the lag allowance would drop out of the ISR while idle.
+* Replication factors above 1 need a cluster: a single node cannot place two replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from typing import Any
+
+from tierlog.config.definitions import ConfigError
+
+
+def apply_cluster_rules(values: dict[str, Any], explicit: Set[str]) -> None:
+    """Check the rules and resolve the ``broker.id`` alias into ``values["node.id"]``."""
+    broker_id = values["broker.id"]
+    if broker_id != -1:
+        if "node.id" in explicit and values["node.id"] != broker_id:
+            raise ConfigError(
+                "broker.id",
+                f"{broker_id} differs from node.id {values['node.id']}; set one, or both equal",
+            )
+        values["node.id"] = broker_id
+    if values["replica.fetch.wait.max.ms"] > values["replica.lag.time.max.ms"]:
+        raise ConfigError(
+            "replica.fetch.wait.max.ms",
+            "should always be less than or equal to replica.lag.time.max.ms to prevent "
+            "frequent changes in ISR",
+        )
+    if values["zookeeper.connect"] is None and values["default.replication.factor"] != 1:
+        raise ConfigError(
+            "default.replication.factor",
+            "a single-node tierlog broker only supports 1 (set zookeeper.connect for a cluster)",
+        )
