@@ -189,7 +189,9 @@ class Cleaner:
         self._build_offset_map(plog, sealed, target, policy, stats)
         end = self.offset_map.latest_offset + 1
         if end <= target.first_dirty_offset:
-            return target.first_dirty_offset, stats
+            # no batch at or above the first dirty offset before the uncleanable one: the
+            # range holds nothing to clean (its records were removed by earlier cleanings)
+            return target.first_uncleanable_offset, stats
         log.info(
             "%s: cleaning [%d, %d) (dirty from %d), %d keys mapped",
             plog.tp,
