@@ -251,3 +251,40 @@ def test_compacted_log_refuses_keyless_records_like_kafka(
     assert e.value.code == ErrorCode.INVALID_RECORD
     assert "Compacted topic cannot accept message without key" in str(e.value)
     assert plog.log_end_offset == 0
+
+
+def test_retention_removing_a_segment_mid_cleaning_aborts_that_swap_only(
+    make_manager: ManagerFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from tierlog.log.cleaner.cleaned_segment import CleanedSegmentWriter
+
+    both = dataclasses.replace(COMPACT, cleanup_policy=("compact", "delete"))
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, both)
+    for i in range(60):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 4), b"v%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    second = plog.segments()[1].base_offset
+    real_finish = CleanedSegmentWriter.finish
+
+    def finish(self: CleanedSegmentWriter, mtime_s: float | None) -> None:
+        real_finish(self, mtime_s)
+        plog.delete_records(second)
+        plog.run_retention(clock.now)
+
+    monkeypatch.setattr(CleanedSegmentWriter, "finish", finish)
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.clean_once(worker, clock.now)
+    assert not service.uncleanable_partitions
+    assert service.checkpointed_offset(TP) is None, "an aborted cleaning moves no checkpoint"
+    assert not [p for p in plog.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    monkeypatch.undo()
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert {k: v for _, k, v, _ in read_rows(plog)} == {
+        b"k0": b"v56",
+        b"k1": b"v57",
+        b"k2": b"v58",
+        b"k3": b"v59",
+    }
