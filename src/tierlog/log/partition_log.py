@@ -968,20 +968,24 @@ class PartitionLog:
                     return False
                 replaced.append(seg)
             cleaned_to_swap(self.dir, new_base)
-            due = self._clock() + self.config.file_delete_delay_ms
+            renamed: list[list[Path]] = []
             for seg in replaced:
-                self._segments.remove(seg)
-                renamed = []
+                renamed.append([])
                 for path in seg.files():
                     if path.exists():
                         target = path.with_name(path.name + DELETED_SUFFIX)
                         os.replace(path, target)
-                        renamed.append(target)
-                seg.deleted = True
-                self._pending_deletes.append(_PendingDelete(due, seg, renamed))
+                        renamed[-1].append(target)
             swap_to_final(self.dir, new_base)
+            # until the new segment is open the old ones keep serving from their open files;
+            # on disk the swap is complete whatever happens next
             new = LogSegment(self.dir, new_base, self.config, self._clock(), active=False)
             new.load_tail()
+            due = self._clock() + self.config.file_delete_delay_ms
+            for seg, paths in zip(replaced, renamed, strict=True):
+                self._segments.remove(seg)
+                seg.deleted = True
+                self._pending_deletes.append(_PendingDelete(due, seg, paths))
             at = bisect.bisect_left([s.base_offset for s in self._segments], new_base)
             self._segments.insert(at, new)
             self._bases = [s.base_offset for s in self._segments]
