@@ -46,7 +46,8 @@ def test_properties_parsing_basics() -> None:
         ({"log.message.timestamp.type": "Whenever"}, "log.message.timestamp.type"),
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"listeners": "127.0.0.1:9092"}, "listeners"),
-        ({"log.cleanup.policy": "compact"}, "log.cleanup.policy"),
+        ({"log.cleanup.policy": "shrink"}, "log.cleanup.policy"),
+        ({"log.cleaner.min.cleanable.ratio": "1.5"}, "log.cleaner.min.cleanable.ratio"),
         ({"log.retention.ms": "1000", "log.local.retention.ms": "2000"}, "log.local.retention.ms"),
         (
             {"log.retention.bytes": "10", "log.local.retention.bytes": "-1"},
@@ -112,8 +113,7 @@ def test_describe_sources_and_synonyms() -> None:
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        ({"cleanup.policy": "compact"}, "cleanup.policy"),
-        ({"cleanup.policy": "delete,compact"}, "cleanup.policy"),
+        ({"cleanup.policy": "shrink"}, "cleanup.policy"),
         ({"no.such": "1"}, "no.such"),
         ({"segment.bytes": "13"}, "segment.bytes"),
         ({"retention.ms": "1000", "local.retention.ms": "2000"}, "local.retention.ms"),
@@ -208,3 +208,46 @@ def test_operations_doc_is_up_to_date() -> None:
     assert doc.read_text(encoding="utf-8") == render_operations_doc(), (
         "regenerate with: tierlog docs --output docs/operations.md"
     )
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact"])
+def test_compacted_topics_are_accepted_with_their_cleaner_settings(policy: str) -> None:
+    cfg = load_broker_config({"log.cleaner.delete.retention.ms": "5000"})
+    overrides = parse_topic_overrides(
+        {
+            "cleanup.policy": policy,
+            "min.compaction.lag.ms": "10",
+            "max.compaction.lag.ms": "20000",
+            "min.cleanable.dirty.ratio": "0.25",
+        }
+    )
+    validate_topic_config(overrides, cfg)
+    log_cfg = log_config_for(overrides, cfg)
+    assert log_cfg.compacted
+    assert log_cfg.delete_enabled == ("delete" in policy)
+    assert (log_cfg.min_compaction_lag_ms, log_cfg.max_compaction_lag_ms) == (10, 20000)
+    assert log_cfg.min_cleanable_dirty_ratio == 0.25
+    assert log_cfg.delete_retention_ms == 5000
+
+
+def test_broker_default_policy_may_be_compact() -> None:
+    cfg = load_broker_config({"log.cleanup.policy": "compact", "log.cleaner.threads": "2"})
+    assert log_config_for({}, cfg).compacted
+    assert cfg.get("log.cleaner.threads") == 2
+
+
+def test_compacted_topic_cannot_be_tiered_with_kafkas_refusal() -> None:
+    cfg = load_broker_config(
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "directory",
+        }
+    )
+    with pytest.raises(ConfigError) as e:
+        validate_topic_config(
+            parse_topic_overrides({"cleanup.policy": "compact", "remote.storage.enable": "true"}),
+            cfg,
+        )
+    assert e.value.key == "cleanup.policy"
+    assert e.value.message == "Remote log storage is unsupported for the compacted topics"
+    validate_topic_config(parse_topic_overrides({"cleanup.policy": "compact"}), cfg)

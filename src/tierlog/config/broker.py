@@ -192,10 +192,6 @@ def _check_cross_key_rules(values: dict[str, Any]) -> None:
         retention_bytes,
         total_limited=retention_bytes > -1,
     )
-    if "compact" in values["log.cleanup.policy"]:
-        raise ConfigError(
-            "log.cleanup.policy", "compact is not supported by tierlog yet (use delete)"
-        )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"

@@ -18,6 +18,11 @@ from tierlog.config.definitions import ConfigError, render
 from tierlog.config.local_retention import check_local_retention
 from tierlog.config.topic_keys import TOPIC_KEYS
 
+#: Kafka's refusal of ``remote.storage.enable=true`` with ``cleanup.policy`` holding
+#: ``compact``: tiered segments are immutable once uploaded, while the cleaner rewrites
+#: segments in place (docs/operations.md, "Compacted topics").
+COMPACTED_REMOTE_REFUSAL = "Remote log storage is unsupported for the compacted topics"
+
 
 class ConfigSource(enum.IntEnum):
     """DescribeConfigs ``config_source`` wire values (KIP-226)."""
@@ -101,11 +106,6 @@ def validate_topic_config(
     that turning tiering off requires ``remote.log.delete.on.disable=true``.
     """
     eff = effective_topic_config(overrides, broker)
-    if "compact" in eff["cleanup.policy"]:
-        raise ConfigError(
-            "cleanup.policy",
-            "compact is not supported by tierlog yet; only cleanup.policy=delete is accepted",
-        )
     remote = bool(eff["remote.storage.enable"]) and not internal
     if remote and not broker.remote_storage_system_enabled:
         raise ConfigError(
@@ -113,6 +113,9 @@ def validate_topic_config(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
             "with remote log storage (set remote.log.storage.system.enable=true).",
         )
+    if remote and "compact" in eff["cleanup.policy"]:
+        # Kafka's LogConfig.validateNoRemoteStorageForCompactedTopic, same text
+        raise ConfigError("cleanup.policy", COMPACTED_REMOTE_REFUSAL)
     retention_ms = eff["retention.ms"]
     retention_bytes = eff["retention.bytes"]
     check_local_retention(

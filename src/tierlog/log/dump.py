@@ -110,15 +110,29 @@ def _describe(h: BatchHeader) -> str:
     )
 
 
+def _gap(expected: int | None, offset: int) -> Iterator[str]:
+    """The offsets a compacted log no longer holds between two records or batches."""
+    if expected is not None and offset > expected:
+        last = offset - 1
+        span = f"{expected}" if last == expected else f"{expected}..{last}"
+        yield f"| gap: offset{'s' if last > expected else ''} {span} compacted away"
+
+
 def _dump_log(path: Path, deep: bool) -> Iterator[str]:
     data = path.read_bytes()
     scan = scan_valid_prefix(data)
+    expected: int | None = offset_from_file_name(path) if path.name[:1].isdigit() else None
     for h in scan.headers:
+        if not deep:
+            yield from _gap(expected, h.base_offset)
         yield _describe(h)
         if not deep:
+            expected = h.next_offset
             continue
         try:
             for r in iter_records(data, h):
+                yield from _gap(expected, r.offset)
+                expected = r.offset + 1
                 keys = ",".join(k for k, _ in r.headers)
                 seq = h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1
                 yield (
@@ -129,5 +143,9 @@ def _dump_log(path: Path, deep: bool) -> Iterator[str]:
                 )
         except (RecordsError, ValueError, struct.error) as exc:
             yield f"| records could not be decoded: {exc}"
+        if expected is None or expected < h.base_offset:
+            expected = h.base_offset
+        if h.records_count == 0:
+            expected = max(expected, h.next_offset)  # an empty batch kept for its producer
     if scan.error is not None:
         yield f"Found invalid bytes at position {scan.valid_end}: {scan.error.message}"

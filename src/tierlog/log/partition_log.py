@@ -27,25 +27,25 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from tierlog.fsutil import fsync_dir
 from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from tierlog.log.cleaner.keys import require_keys
+from tierlog.log.cleaner.swap import cleaned_to_swap, recover_interrupted_swap, swap_to_final
 from tierlog.log.config import LogConfig
 from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from tierlog.log.index import CorruptIndexError
 from tierlog.log.leader_epoch import LeaderEpochCache
 from tierlog.log.names import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     PARTITION_METADATA,
-    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
@@ -259,9 +259,11 @@ class PartitionLog:
         self._rebuild_producer_state(leo)
 
     def _remove_stray_files(self) -> None:
-        """Files of interrupted operations, and indexes whose segment is gone."""
+        """Files of interrupted operations, and indexes whose segment is gone; a cleaner
+        swap a crash interrupted is completed or rolled back first (``cleaner.swap``)."""
+        recover_interrupted_swap(self.dir)
         for path in self.dir.iterdir():
-            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
+            if path.name.endswith((DELETED_SUFFIX, ".tmp")):
                 path.unlink(missing_ok=True)
         bases = {offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX)}
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
@@ -429,6 +431,8 @@ class PartitionLog:
             headers = scan_batches(view)
             for h in headers:
                 validate_client_batch(h)
+            if cfg.compacted:
+                require_keys(view, headers, str(self.tp))
         except RecordsError as exc:
             raise LogAppendError(exc.code, exc.message) from exc
         if single_batch and len(headers) > 1:
@@ -935,6 +939,58 @@ class PartitionLog:
                 rebuilt.replay(h)
             rebuilt.last_map_offset = next_base_offset
             return rebuilt.take_snapshot()
+
+    # -- log cleaner hooks -------------------------------------------------------------------
+
+    def active_producer_last_offsets(self) -> dict[int, int]:
+        """Each producer's last offset: the cleaner keeps that batch (empty if need be) so
+        the producer's next sequence still follows."""
+        with self._lock:
+            return {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
+
+    def replace_segments(self, old: Sequence[SegmentInfo], new_base: int) -> bool:
+        """Swap the cleaned segment ``new_base`` (its ``.cleaned`` files) in for ``old``.
+
+        Kafka's ``replaceSegments`` with the file protocol of ``cleaner.swap``. False, and
+        nothing renamed, if any old segment is no longer a sealed segment of this log (the
+        log was closed, retention or deletion removed it). The old segments' files become
+        ``.deleted`` but stay open until their delayed deletion, run by retention on the
+        broker's loop, so reads in flight finish on them.
+        """
+        with self._lock:
+            if self.closed:
+                return False
+            sealed = {s.base_offset: s for s in self._segments[:-1]}
+            replaced: list[LogSegment] = []
+            for info in old:
+                seg = sealed.get(info.base_offset)
+                if seg is None or seg.deleted or seg.size != info.size:
+                    return False
+                replaced.append(seg)
+            cleaned_to_swap(self.dir, new_base)
+            renamed: list[list[Path]] = []
+            for seg in replaced:
+                renamed.append([])
+                for path in seg.files():
+                    if path.exists():
+                        target = path.with_name(path.name + DELETED_SUFFIX)
+                        os.replace(path, target)
+                        renamed[-1].append(target)
+            swap_to_final(self.dir, new_base)
+            # until the new segment is open the old ones keep serving from their open files;
+            # on disk the swap is complete whatever happens next
+            new = LogSegment(self.dir, new_base, self.config, self._clock(), active=False)
+            new.load_tail()
+            due = self._clock() + self.config.file_delete_delay_ms
+            for seg, paths in zip(replaced, renamed, strict=True):
+                self._segments.remove(seg)
+                seg.deleted = True
+                self._pending_deletes.append(_PendingDelete(due, seg, paths))
+            at = bisect.bisect_left([s.base_offset for s in self._segments], new_base)
+            self._segments.insert(at, new)
+            self._bases = [s.base_offset for s in self._segments]
+            new.next_offset = max(new.next_offset, self._segments[at + 1].base_offset)
+            return True
 
     # -- lifecycle -----------------------------------------------------------------------------
 

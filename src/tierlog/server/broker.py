@@ -28,6 +28,7 @@ from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
 from tierlog.server.handlers import register_all
+from tierlog.server.log_cleaner import CleanerCollector, cleaner_config_for
 from tierlog.server.log_configs import log_config_for
 from tierlog.server.metrics import BrokerMetrics, PartitionStats
 from tierlog.server.producer_ids import ProducerIdAllocator
@@ -82,6 +83,8 @@ class Broker:
         if cfg.remote_storage_system_enabled:
             tiering = await Tiering.start(cfg, topics, logs, purgatory, self.metrics.registry)
         self.metrics.add_partition_source(self._partition_stats)
+        cleaner = logs.start_cleaner(cleaner_config_for(cfg))
+        self.metrics.registry.register(CleanerCollector(cleaner.health))
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
             self.metrics_port = self.metrics.serve(*metrics_addr)
