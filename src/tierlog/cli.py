@@ -19,6 +19,7 @@ from tierlog.client import WireConnection
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import ErrorCode
 
 #: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
@@ -90,28 +91,19 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
             for p in parts:
                 offsets[p][key] = None
             continue
-        lo = c.call(
-            ApiKey.LIST_OFFSETS,
-            version,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                        for p in parts
-                    ],
-                }
-            ],
-        )
-        for p in lo.topics[0].partitions:
-            _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
-            offsets[p.partition_index][key] = int(p.offset)
+        for p, answer in c.list_offsets(topic, parts, ts, version=version).items():
+            _check(answer.error_code, None, f"list offsets {topic}-{p}")
+            offsets[p][key] = answer.offset
     dc = c.call(
         ApiKey.DESCRIBE_CONFIGS,
         4,
-        resources=[{"resource_type": 2, "resource_name": topic, "configuration_keys": None}],
+        resources=[
+            {
+                "resource_type": ConfigResourceType.TOPIC,
+                "resource_name": topic,
+                "configuration_keys": None,
+            }
+        ],
         include_synonyms=False,
         include_documentation=False,
     )
@@ -182,7 +174,9 @@ def topics_alter_config(c: WireConnection, a: argparse.Namespace) -> None:
     r = c.call(
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         1,
-        resources=[{"resource_type": 2, "resource_name": a.topic, "configs": ops}],
+        resources=[
+            {"resource_type": ConfigResourceType.TOPIC, "resource_name": a.topic, "configs": ops}
+        ],
         validate_only=False,
     )
     res = r.responses[0]

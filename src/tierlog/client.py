@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +78,12 @@ class WireConnection:
             raise WireError(f"no request schema for {api_key.kafka_name} v{version}")
         return self.request(api_key, version, mk(cls, **fields))
 
-    def list_offset(
-        self, topic: str, partition: int, timestamp: int, *, version: int = 9
-    ) -> ListedOffset:
-        """One ListOffsets lookup (-1 latest, -2 earliest, -3 max timestamp, -4 earliest
-        local, -5 latest tiered, or a timestamp). v9 is the lowest version that knows -5."""
+    def list_offsets(
+        self, topic: str, partitions: Sequence[int], timestamp: int, *, version: int = 9
+    ) -> dict[int, ListedOffset]:
+        """One ListOffsets request for ``partitions`` of ``topic``, the same ``timestamp`` for
+        each (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, -5 latest tiered,
+        or a timestamp): each partition's answer. v9 is the lowest version that knows -5."""
         r = self.call(
             ApiKey.LIST_OFFSETS,
             version,
@@ -92,17 +93,24 @@ class WireConnection:
                 {
                     "name": topic,
                     "partitions": [
-                        {
-                            "partition_index": partition,
-                            "current_leader_epoch": -1,
-                            "timestamp": timestamp,
-                        }
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                        for p in partitions
                     ],
                 }
             ],
         )
-        p = r.topics[0].partitions[0]
-        return ListedOffset(int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp))
+        return {
+            int(p.partition_index): ListedOffset(
+                int(p.error_code), int(p.offset), int(p.leader_epoch), int(p.timestamp)
+            )
+            for p in r.topics[0].partitions
+        }
+
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, version: int = 9
+    ) -> ListedOffset:
+        """``list_offsets`` for one partition."""
+        return self.list_offsets(topic, [partition], timestamp, version=version)[partition]
 
     def fetch_raw(
         self, topic: str, partition: int, offset: int, max_bytes: int = 4 << 20

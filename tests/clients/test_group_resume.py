@@ -67,7 +67,7 @@ def _collect(members: list[GroupMember], count: int) -> list[tuple[int, int, byt
 def test_group_commits_and_resumes_after_restart(
     broker_factory: Callable[..., BrokerProcess], driver: Driver
 ) -> None:
-    b = broker_factory()
+    b = broker_factory(dict(driver.group_broker_overrides))
     topic, group = f"grp-{driver.name}", f"g-{driver.name}"
     create_topic(b.bootstrap, topic, partitions=PARTITIONS)
 

@@ -15,6 +15,7 @@ from tierlog.config import (
     effective_topic_config,
     load_broker_config,
 )
+from tierlog.server.log_configs import log_config_for
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,8 @@ from tierlog.config import (
         ({"log.message.timestamp.type": "Whenever"}, "log.message.timestamp.type"),
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"listeners": "127.0.0.1:9092"}, "listeners"),
-        ({"log.cleanup.policy": "compact"}, "log.cleanup.policy"),
+        ({"log.cleanup.policy": "shrink"}, "log.cleanup.policy"),
+        ({"log.cleaner.min.cleanable.ratio": "1.5"}, "log.cleaner.min.cleanable.ratio"),
         ({"log.retention.ms": "1000", "log.local.retention.ms": "2000"}, "log.local.retention.ms"),
         (
             {"log.retention.bytes": "10", "log.local.retention.bytes": "-1"},
@@ -83,8 +85,15 @@ def test_serve_refuses_unknown_key_at_startup(tmp_path: Path) -> None:
             "log.retention.hourz=1",
         ],
         capture_output=True,
+        check=False,
         text=True,
         timeout=60,
     )
     assert out.returncode == 2
     assert "log.retention.hourz" in out.stderr
+
+
+def test_broker_default_policy_may_be_compact() -> None:
+    cfg = load_broker_config({"log.cleanup.policy": "compact", "log.cleaner.threads": "2"})
+    assert log_config_for({}, cfg).compacted
+    assert cfg.get("log.cleaner.threads") == 2

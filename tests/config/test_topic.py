@@ -41,8 +41,7 @@ def test_describe_sources_and_synonyms() -> None:
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        ({"cleanup.policy": "compact"}, "cleanup.policy"),
-        ({"cleanup.policy": "delete,compact"}, "cleanup.policy"),
+        ({"cleanup.policy": "shrink"}, "cleanup.policy"),
         ({"no.such": "1"}, "no.such"),
         ({"segment.bytes": "13"}, "segment.bytes"),
         ({"retention.ms": "1000", "local.retention.ms": "2000"}, "local.retention.ms"),
@@ -98,3 +97,40 @@ def test_tiered_topic_rules_with_system_enabled() -> None:
         cfg,
         previous,
     )
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact"])
+def test_compacted_topics_are_accepted_with_their_cleaner_settings(policy: str) -> None:
+    cfg = load_broker_config({"log.cleaner.delete.retention.ms": "5000"})
+    overrides = parse_topic_overrides(
+        {
+            "cleanup.policy": policy,
+            "min.compaction.lag.ms": "10",
+            "max.compaction.lag.ms": "20000",
+            "min.cleanable.dirty.ratio": "0.25",
+        }
+    )
+    validate_topic_config(overrides, cfg)
+    log_cfg = log_config_for(overrides, cfg)
+    assert log_cfg.compacted
+    assert log_cfg.delete_enabled == ("delete" in policy)
+    assert (log_cfg.min_compaction_lag_ms, log_cfg.max_compaction_lag_ms) == (10, 20000)
+    assert log_cfg.min_cleanable_dirty_ratio == 0.25
+    assert log_cfg.delete_retention_ms == 5000
+
+
+def test_compacted_topic_cannot_be_tiered_with_kafkas_refusal() -> None:
+    cfg = load_broker_config(
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "directory",
+        }
+    )
+    with pytest.raises(ConfigError) as e:
+        validate_topic_config(
+            parse_topic_overrides({"cleanup.policy": "compact", "remote.storage.enable": "true"}),
+            cfg,
+        )
+    assert e.value.key == "cleanup.policy"
+    assert e.value.message == "Remote log storage is unsupported for the compacted topics"
+    validate_topic_config(parse_topic_overrides({"cleanup.policy": "compact"}), cfg)

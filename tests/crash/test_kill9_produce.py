@@ -11,9 +11,8 @@ queued while the broker is dead and librdkafka keeps retrying them. Two producer
   was acknowledged must be stored exactly once, and the stored records of a partition must
   be in production order.
 
-``tests/server/test_crash.py`` (the server engineer's) covers a single-partition idempotent
-stream that stops producing before each kill; this one keeps producing across the kills,
-uses two partitions, and checks offsets are dense after recovery.
+Production goes on across the kills, on two partitions, and offsets must be dense after
+recovery.
 """
 
 from __future__ import annotations

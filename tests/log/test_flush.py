@@ -131,3 +131,13 @@ def test_a_failed_flush_keeps_its_records_hidden_until_a_later_flush_covers_them
     part.append_as_leader(batch(), 0, defer_flush=True)
     part.flush_to(2)
     assert part.high_watermark == 2
+
+
+def test_the_last_stable_offset_never_passes_the_high_watermark(
+    make_manager: ManagerFactory,
+) -> None:
+    part = new_log(make_manager(), LogConfig(flush_messages=1))
+    part.append_as_leader(batch(), 0, defer_flush=True)
+    assert (part.log_end_offset, part.high_watermark, part.last_stable_offset) == (1, 0, 0)
+    part.flush_to(1)
+    assert part.last_stable_offset == part.high_watermark == 1

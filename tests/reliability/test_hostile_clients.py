@@ -4,12 +4,12 @@ Every test keeps a witness connection that was opened before the abuse and must 
 served afterwards, and measures the broker's RSS from /proc. The broker runs with
 ``socket.request.max.bytes`` = 1 MiB so a partial frame costs at most that much.
 
-Bugs this suite found (regression tests here):
+Regression tests here also guard that:
 
-* a Fetch with ``max_bytes`` near 2**31 naming one partition 20 times built a 770 MB
-  response (now capped at Kafka's broker ``fetch.max.bytes`` default, 55 MiB);
-* a reader that never drains made the broker hold two whole responses per connection (the
-  next request was handled before waiting for the write buffer to drain); now one.
+* a Fetch with ``max_bytes`` near 2**31 naming one partition 20 times gets a response capped
+  at Kafka's broker ``fetch.max.bytes`` default, 55 MiB (uncapped it would be ~770 MB);
+* a reader that never drains makes the broker hold at most one whole response per
+  connection (the next request waits for the write buffer to drain before it is handled).
 """
 
 from __future__ import annotations

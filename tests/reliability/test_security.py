@@ -201,7 +201,7 @@ def test_secrets_never_appear_in_logs_describe_configs_or_metrics(
     b = broker_factory(overrides)
     must_create_topic(b.bootstrap, "s", 1, tiered_topic_configs())
     produce_values(b.bootstrap, "s", range(1500), pad=200)
-    wait_until(lambda: bucket.object_keys(), 60, interval_s=0.3, what="an upload")
+    wait_until(bucket.object_keys, 60, interval_s=0.3, what="an upload")
     with WireConnection.to_bootstrap(b.bootstrap) as c:
         r = c.call(
             ApiKey.DESCRIBE_CONFIGS,

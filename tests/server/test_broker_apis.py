@@ -190,6 +190,7 @@ def test_cli_topics_round_trip(module_broker: BrokerProcess) -> None:
                 module_broker.bootstrap,
             ],
             capture_output=True,
+            check=False,
             text=True,
             timeout=60,
         )

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS, RLMM_PREFIX_KEY, RSM_PREFIX_KEY
 from tierlog.config.cluster_rules import apply_cluster_rules
 from tierlog.config.definitions import ConfigError, ConfigKey
+from tierlog.config.local_retention import check_local_retention
 from tierlog.config.properties import read_properties
 
 _UNIT_MS = {
@@ -176,36 +177,21 @@ class BrokerConfig:
 
 def _check_cross_key_rules(values: dict[str, Any]) -> None:
     retention_ms = effective_retention_ms(values)
-    local_ms = values["log.local.retention.ms"]
-    if retention_ms != -1 and local_ms != -2:
-        if local_ms == -1:
-            raise ConfigError(
-                "log.local.retention.ms",
-                f"Value must not be -1 as log.retention.ms value is set as {retention_ms}",
-            )
-        if local_ms > retention_ms:
-            raise ConfigError(
-                "log.local.retention.ms",
-                f"Value must not be more than log.retention.ms property value: {retention_ms}",
-            )
+    check_local_retention(
+        "log.local.retention.ms",
+        values["log.local.retention.ms"],
+        "log.retention.ms",
+        retention_ms,
+        total_limited=retention_ms != -1,
+    )
     retention_bytes = values["log.retention.bytes"]
-    local_bytes = values["log.local.retention.bytes"]
-    if retention_bytes > -1 and local_bytes != -2:
-        if local_bytes == -1:
-            raise ConfigError(
-                "log.local.retention.bytes",
-                f"Value must not be -1 as log.retention.bytes value is set as {retention_bytes}",
-            )
-        if local_bytes > retention_bytes:
-            raise ConfigError(
-                "log.local.retention.bytes",
-                "Value must not be more than log.retention.bytes property value: "
-                f"{retention_bytes}",
-            )
-    if "compact" in values["log.cleanup.policy"]:
-        raise ConfigError(
-            "log.cleanup.policy", "compact is not supported by tierlog yet (use delete)"
-        )
+    check_local_retention(
+        "log.local.retention.bytes",
+        values["log.local.retention.bytes"],
+        "log.retention.bytes",
+        retention_bytes,
+        total_limited=retention_bytes > -1,
+    )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"

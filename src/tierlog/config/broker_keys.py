@@ -8,9 +8,15 @@ they do nothing in a single-process broker.
 from __future__ import annotations
 
 from tierlog.config.definitions import (
+    BOOL,
+    DBL,
+    INT,
+    LIST,
+    LONG,
     LONG_MAX,
+    SHORT,
+    STR,
     ConfigKey,
-    ConfigType,
     KeyRegistry,
     at_least,
     between,
@@ -20,16 +26,6 @@ from tierlog.config.definitions import (
     one_of,
 )
 from tierlog.config.zookeeper_connect import zookeeper_connect_problem
-
-BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.LIST,
-    ConfigType.SHORT,
-)
 
 RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 RLMM_PREFIX_KEY = "remote.log.metadata.manager.impl.prefix"
@@ -174,7 +170,7 @@ BROKER_KEYS.add(
         "log.cleanup.policy",
         LIST,
         ["delete"],
-        "Default cleanup policy; compact is refused by tierlog for now.",
+        "Default cleanup policy: delete, compact or both.",
         each_of("delete", "compact"),
     ),
     K(
@@ -222,30 +218,64 @@ BROKER_KEYS.add(
         "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
         "it lacks). No effect on a single node.",
     ),
+    # --- log cleaner (tierlog.log.cleaner) ---
+    K("log.cleaner.enable", BOOL, True, "Run the log cleaner (compacted topics)."),
+    K("log.cleaner.threads", INT, 1, "Log cleaner threads.", at_least(0)),
+    K(
+        "log.cleaner.backoff.ms",
+        LONG,
+        15000,
+        "Sleep of a cleaner thread that found no log to clean.",
+        at_least(0),
+    ),
+    K(
+        "log.cleaner.dedupe.buffer.size",
+        LONG,
+        134217728,
+        "Offset-map memory of all cleaner threads together.",
+        at_least(0),
+    ),
+    K(
+        "log.cleaner.io.buffer.load.factor",
+        DBL,
+        0.9,
+        "How full a cleaner's offset map may get before a pass ends.",
+        between(0, 1),
+    ),
+    K(
+        "log.cleaner.io.max.bytes.per.second",
+        DBL,
+        1.7976931348623157e308,
+        "Read plus write rate of all cleaner threads together.",
+        at_least(0),
+    ),
     K(
         "log.cleaner.delete.retention.ms",
         LONG,
         86400000,
-        "Tombstone retention.",
+        "How long tombstones stay after the cleaning that reached them.",
         at_least(0),
-        no_effect=True,
     ),
-    K("log.cleaner.min.compaction.lag.ms", LONG, 0, "Compaction lag.", at_least(0), no_effect=True),
+    K(
+        "log.cleaner.min.compaction.lag.ms",
+        LONG,
+        0,
+        "Records newer than this are never compacted.",
+        at_least(0),
+    ),
     K(
         "log.cleaner.max.compaction.lag.ms",
         LONG,
         LONG_MAX,
-        "Compaction lag.",
+        "A dirty record older than this makes its log cleanable whatever its dirty ratio.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "log.cleaner.min.cleanable.ratio",
         DBL,
         0.5,
-        "Compaction ratio.",
+        "Dirty bytes over all bytes above which a log is cleaned.",
         between(0, 1),
-        no_effect=True,
     ),
     # --- groups and offsets ---
     K(

@@ -38,6 +38,17 @@ class ConfigType(enum.Enum):
     PASSWORD = "password"
 
 
+# Short names the key tables (broker_keys, topic_keys) write the types with.
+BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+    ConfigType.SHORT,
+)
+
 Validator = Callable[[Any], str | None]
 """Returns None when the value is acceptable, otherwise the reason it is not."""
 

@@ -54,8 +54,8 @@ def _logical_lines(text: str) -> list[str]:
 
 def parse_properties(text: str) -> dict[str, str]:
     props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        line = line.strip()
+    for logical in _logical_lines(text):
+        line = logical.strip()
         key_end = len(line)
         i = 0
         while i < len(line):

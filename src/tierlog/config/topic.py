@@ -15,7 +15,13 @@ from typing import Any
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import ConfigError, render
+from tierlog.config.local_retention import check_local_retention
 from tierlog.config.topic_keys import TOPIC_KEYS
+
+#: Kafka's refusal of ``remote.storage.enable=true`` with ``cleanup.policy`` holding
+#: ``compact``: tiered segments are immutable once uploaded, while the cleaner rewrites
+#: segments in place (docs/operations.md, "Compacted topics").
+COMPACTED_REMOTE_REFUSAL = "Remote log storage is unsupported for the compacted topics"
 
 
 class ConfigSource(enum.IntEnum):
@@ -100,11 +106,6 @@ def validate_topic_config(
     that turning tiering off requires ``remote.log.delete.on.disable=true``.
     """
     eff = effective_topic_config(overrides, broker)
-    if "compact" in eff["cleanup.policy"]:
-        raise ConfigError(
-            "cleanup.policy",
-            "compact is not supported by tierlog yet; only cleanup.policy=delete is accepted",
-        )
     remote = bool(eff["remote.storage.enable"]) and not internal
     if remote and not broker.remote_storage_system_enabled:
         raise ConfigError(
@@ -112,32 +113,25 @@ def validate_topic_config(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
             "with remote log storage (set remote.log.storage.system.enable=true).",
         )
+    if remote and "compact" in eff["cleanup.policy"]:
+        # Kafka's LogConfig.validateNoRemoteStorageForCompactedTopic, same text
+        raise ConfigError("cleanup.policy", COMPACTED_REMOTE_REFUSAL)
     retention_ms = eff["retention.ms"]
-    local_ms = eff["local.retention.ms"]
     retention_bytes = eff["retention.bytes"]
-    local_bytes = eff["local.retention.bytes"]
-    if retention_ms != -1 and local_ms != -2:
-        if local_ms == -1:
-            raise ConfigError(
-                "local.retention.ms",
-                f"Value must not be -1 as retention.ms value is set as {retention_ms}",
-            )
-        if local_ms > retention_ms:
-            raise ConfigError(
-                "local.retention.ms",
-                f"Value must not be more than retention.ms property value: {retention_ms}",
-            )
-    if retention_bytes > -1 and local_bytes != -2:
-        if local_bytes == -1:
-            raise ConfigError(
-                "local.retention.bytes",
-                f"Value must not be -1 as retention.bytes value is set as {retention_bytes}",
-            )
-        if local_bytes > retention_bytes:
-            raise ConfigError(
-                "local.retention.bytes",
-                f"Value must not be more than retention.bytes property value: {retention_bytes}",
-            )
+    check_local_retention(
+        "local.retention.ms",
+        eff["local.retention.ms"],
+        "retention.ms",
+        retention_ms,
+        total_limited=retention_ms != -1,
+    )
+    check_local_retention(
+        "local.retention.bytes",
+        eff["local.retention.bytes"],
+        "retention.bytes",
+        retention_bytes,
+        total_limited=retention_bytes > -1,
+    )
     if eff["remote.log.copy.disable"]:
         for local_key, total_key in (
             ("local.retention.ms", "retention.ms"),

@@ -8,23 +8,19 @@ where a value comes from.
 from __future__ import annotations
 
 from tierlog.config.definitions import (
+    BOOL,
+    DBL,
+    INT,
+    LIST,
+    LONG,
     LONG_MAX,
+    STR,
     ConfigKey,
-    ConfigType,
     KeyRegistry,
     at_least,
     between,
     each_of,
     one_of,
-)
-
-BOOL, STR, INT, LONG, DBL, LIST = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.LIST,
 )
 
 TOPIC_KEYS = KeyRegistry()
@@ -35,7 +31,7 @@ TOPIC_KEYS.add(
         "cleanup.policy",
         LIST,
         ["delete"],
-        "delete (compact is refused by tierlog for now).",
+        "delete, compact (keep the latest record per key) or both.",
         each_of("delete", "compact"),
         synonyms=("log.cleanup.policy",),
     ),
@@ -195,7 +191,7 @@ TOPIC_KEYS.add(
         "delete.retention.ms",
         LONG,
         86400000,
-        "Tombstone retention (compaction).",
+        "How long tombstones stay after the cleaning that reached them.",
         at_least(0),
         synonyms=("log.cleaner.delete.retention.ms",),
     ),
@@ -203,7 +199,7 @@ TOPIC_KEYS.add(
         "min.compaction.lag.ms",
         LONG,
         0,
-        "Compaction lag.",
+        "Records newer than this are never compacted.",
         at_least(0),
         synonyms=("log.cleaner.min.compaction.lag.ms",),
     ),
@@ -211,7 +207,7 @@ TOPIC_KEYS.add(
         "max.compaction.lag.ms",
         LONG,
         LONG_MAX,
-        "Compaction lag.",
+        "A dirty record older than this makes the log cleanable whatever its dirty ratio.",
         at_least(1),
         synonyms=("log.cleaner.max.compaction.lag.ms",),
     ),
@@ -219,7 +215,7 @@ TOPIC_KEYS.add(
         "min.cleanable.dirty.ratio",
         DBL,
         0.5,
-        "Compaction ratio.",
+        "Dirty bytes over all bytes above which the log is cleaned.",
         between(0, 1),
         synonyms=("log.cleaner.min.cleanable.ratio",),
     ),

@@ -32,8 +32,8 @@ def parse_zookeeper_connect(text: str) -> ZooKeeperConnect:
     hosts_part, slash, path = text.partition("/")
     chroot = _chroot("/" + path) if slash else None
     hosts: list[tuple[str, int]] = []
-    for item in hosts_part.split(","):
-        item = item.strip()
+    for raw_item in hosts_part.split(","):
+        item = raw_item.strip()
         if not item:
             raise ValueError(f"empty host in {text!r}")
         host, colon, port_text = item.rpartition(":")

@@ -16,6 +16,11 @@ Additions to the contract (compatible, all optional):
   ``LogManager.flush_to``'s pool).
 * ``PartitionLog.is_remote_offset(offset)``: only remote storage holds ``offset``.
 * ``SegmentInfo.txn_index_path`` may not exist (no transactions yet).
+* Log compaction (``tierlog.log.cleaner``): ``LogManager.start_cleaner(CleanerConfig)``
+  starts the cleaner threads the manager owns (``shutdown`` stops them first),
+  ``LogManager.logs_by_dir()``; ``PartitionLog.replace_segments`` swaps a cleaned segment in
+  and ``PartitionLog.active_producer_last_offsets`` tells the cleaner which batches keep a
+  producer's sequence. A compacted log has offset gaps.
 """
 
 from tierlog.log.config import LogConfig

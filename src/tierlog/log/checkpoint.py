@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from tierlog.fsutil import atomic_write
 from tierlog.log.names import TopicPartition
@@ -19,20 +20,22 @@ from tierlog.log.names import TopicPartition
 log = logging.getLogger(__name__)
 
 _VERSION = 0
+_T = TypeVar("_T")
 
 
-def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    """Kafka's ``OffsetCheckpointFile``: "0\\n<n>\\n<topic> <partition> <offset>\\n"..."""
-    lines = [str(_VERSION), str(len(offsets))]
-    lines += [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+def _write_checkpoint(path: Path, entries: list[str], *, durable: bool = True) -> None:
+    """Kafka's ``CheckpointFile`` layout: the version, the entry count, one entry a line."""
+    lines = [str(_VERSION), str(len(entries)), *entries]
+    atomic_write(path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
 
-def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
+def _read_checkpoint(path: Path, what: str, parse: Callable[[str], _T]) -> list[_T]:
+    """The entries of a ``CheckpointFile``, each read with ``parse``; none when the file is
+    missing or malformed (``parse`` raising ``ValueError`` or ``IndexError`` included)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return []
     try:
         # decoded inside the try: a torn or overwritten file may not even be UTF-8
         lines = raw.decode().splitlines()
@@ -42,46 +45,42 @@ def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
         body = lines[2 : 2 + count]
         if len(body) != count:
             raise ValueError(f"expected {count} entries, found {len(body)}")
-        out: dict[TopicPartition, int] = {}
-        for line in body:
-            topic, part, off = line.split(" ")
-            out[TopicPartition(topic, int(part))] = int(off)
-        return out
+        return [parse(line) for line in body]
     except (ValueError, IndexError) as exc:
-        log.warning("ignoring malformed checkpoint %s: %s", path, exc)
-        return {}
+        log.warning("ignoring malformed %s %s: %s", what, path, exc)
+        return []
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Kafka's ``OffsetCheckpointFile``: "0\\n<n>\\n<topic> <partition> <offset>\\n"..."""
+    _write_checkpoint(
+        path, [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
+    )
+
+
+def _offset_entry(line: str) -> tuple[TopicPartition, int]:
+    topic, part, off = line.split(" ")
+    return TopicPartition(topic, int(part)), int(off)
+
+
+def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    return dict(_read_checkpoint(path, "checkpoint", _offset_entry))
 
 
 def write_epoch_checkpoint(
     path: Path, entries: list[tuple[int, int]], *, durable: bool = True
 ) -> None:
     """``leader-epoch-checkpoint``: "0\\n<n>\\n<epoch> <start offset>\\n"..."""
-    lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    atomic_write(path, ("\n".join(lines) + "\n").encode(), durable=durable)
+    _write_checkpoint(path, [f"{e} {o}" for e, o in entries], durable=durable)
+
+
+def _epoch_entry(line: str) -> tuple[int, int]:
+    epoch, off = line.split(" ")
+    return int(epoch), int(off)
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    try:
-        # decoded inside the try: a torn or overwritten file may not even be UTF-8
-        lines = raw.decode().splitlines()
-        if int(lines[0]) != _VERSION:
-            raise ValueError(f"unknown version {lines[0]!r}")
-        count = int(lines[1])
-        body = lines[2 : 2 + count]
-        if len(body) != count:
-            raise ValueError(f"expected {count} entries, found {len(body)}")
-        out = []
-        for line in body:
-            epoch, off = line.split(" ")
-            out.append((int(epoch), int(off)))
-        return out
-    except (ValueError, IndexError) as exc:
-        log.warning("ignoring malformed leader-epoch checkpoint %s: %s", path, exc)
-        return []
+    return _read_checkpoint(path, "leader-epoch checkpoint", _epoch_entry)
 
 
 def topic_id_to_base64(topic_id: uuid.UUID) -> str:

@@ -33,6 +33,10 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     cleanup_policy: tuple[str, ...] = ("delete",)
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     compression_type: str = "producer"
     remote_storage_enable: bool = False
     remote_log_copy_disable: bool = False

@@ -32,6 +32,8 @@ from tierlog.protocol.records import (
 )
 
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_OFFSET_ENTRY = struct.Struct(">II")  # relative offset, position
+_TIME_ENTRY = struct.Struct(">qI")  # timestamp, relative offset
 
 
 def dump_file(path: Path, *, deep: bool = True) -> Iterator[str]:
@@ -42,36 +44,15 @@ def dump_file(path: Path, *, deep: bool = True) -> Iterator[str]:
     if name.endswith(LOG_SUFFIX):
         yield from _dump_log(path, deep)
     elif name.endswith(INDEX_SUFFIX):
-        # Parsed from the raw bytes: opening the index would resize a live preallocated file.
         base = offset_from_file_name(path)
-        raw = path.read_bytes()
-        for n in range(len(raw) // 8):
-            rel, pos = struct.unpack_from(">II", raw, n * 8)
-            if n > 0 and rel == 0 and pos == 0:
-                break  # preallocated tail of an active index
+        for rel, pos in _index_entries(path, _OFFSET_ENTRY):
             yield f"offset: {base + rel} position: {pos}"
     elif name.endswith(TIME_INDEX_SUFFIX):
         base = offset_from_file_name(path)
-        raw = path.read_bytes()
-        for n in range(len(raw) // 12):
-            ts, rel = struct.unpack_from(">qI", raw, n * 12)
-            if n > 0 and ts == 0 and rel == 0:
-                break
+        for ts, rel in _index_entries(path, _TIME_ENTRY):
             yield f"timestamp: {ts} offset: {base + rel}"
     elif name.endswith(SNAPSHOT_SUFFIX):
-        for pe in decode_snapshot(path.read_bytes()):
-            last = pe.batches[-1] if pe.batches else None
-            yield (
-                f"producerId: {pe.producer_id} producerEpoch: {pe.producer_epoch} "
-                f"coordinatorEpoch: {pe.coordinator_epoch} "
-                f"currentTxnFirstOffset: {pe.current_txn_first_offset} "
-                f"lastTimestamp: {pe.last_timestamp} "
-                f"firstSequence: {last.first_seq if last else -1} "
-                f"lastSequence: {last.last_seq if last else -1} "
-                f"lastOffset: {last.last_offset if last else -1} "
-                f"offsetDelta: {last.offset_delta if last else 0} "
-                f"timestamp: {last.timestamp if last else -1}"
-            )
+        yield from _dump_snapshot(path)
     elif name.endswith(TXN_INDEX_SUFFIX):
         for t in read_aborted_txns(path):
             yield (
@@ -85,6 +66,34 @@ def dump_file(path: Path, *, deep: bool = True) -> Iterator[str]:
         yield f"topicId: {read_partition_metadata(path)}"
     else:
         raise ValueError(f"don't know how to dump {path.name}")
+
+
+def _index_entries(path: Path, layout: struct.Struct) -> Iterator[tuple[int, int]]:
+    """The entries of an offset or time index, parsed from the raw bytes: opening the index
+    would resize a live preallocated file. An all-zero entry after the first is the
+    preallocated tail of an active index, where the entries end."""
+    raw = path.read_bytes()
+    for n in range(len(raw) // layout.size):
+        entry = layout.unpack_from(raw, n * layout.size)
+        if n > 0 and entry == (0, 0):
+            break
+        yield entry
+
+
+def _dump_snapshot(path: Path) -> Iterator[str]:
+    for pe in decode_snapshot(path.read_bytes()):
+        last = pe.batches[-1] if pe.batches else None
+        yield (
+            f"producerId: {pe.producer_id} producerEpoch: {pe.producer_epoch} "
+            f"coordinatorEpoch: {pe.coordinator_epoch} "
+            f"currentTxnFirstOffset: {pe.current_txn_first_offset} "
+            f"lastTimestamp: {pe.last_timestamp} "
+            f"firstSequence: {last.first_seq if last else -1} "
+            f"lastSequence: {last.last_seq if last else -1} "
+            f"lastOffset: {last.last_offset if last else -1} "
+            f"offsetDelta: {last.offset_delta if last else 0} "
+            f"timestamp: {last.timestamp if last else -1}"
+        )
 
 
 def _describe(h: BatchHeader) -> str:
@@ -101,15 +110,29 @@ def _describe(h: BatchHeader) -> str:
     )
 
 
+def _gap(expected: int | None, offset: int) -> Iterator[str]:
+    """The offsets a compacted log no longer holds between two records or batches."""
+    if expected is not None and offset > expected:
+        last = offset - 1
+        span = f"{expected}" if last == expected else f"{expected}..{last}"
+        yield f"| gap: offset{'s' if last > expected else ''} {span} compacted away"
+
+
 def _dump_log(path: Path, deep: bool) -> Iterator[str]:
     data = path.read_bytes()
     scan = scan_valid_prefix(data)
+    expected: int | None = offset_from_file_name(path) if path.name[:1].isdigit() else None
     for h in scan.headers:
+        if not deep:
+            yield from _gap(expected, h.base_offset)
         yield _describe(h)
         if not deep:
+            expected = h.next_offset
             continue
         try:
             for r in iter_records(data, h):
+                yield from _gap(expected, r.offset)
+                expected = r.offset + 1
                 keys = ",".join(k for k, _ in r.headers)
                 seq = h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1
                 yield (
@@ -120,5 +143,9 @@ def _dump_log(path: Path, deep: bool) -> Iterator[str]:
                 )
         except (RecordsError, ValueError, struct.error) as exc:
             yield f"| records could not be decoded: {exc}"
+        if expected is None or expected < h.base_offset:
+            expected = h.base_offset
+        if h.records_count == 0:
+            expected = max(expected, h.next_offset)  # an empty batch kept for its producer
     if scan.error is not None:
         yield f"Found invalid bytes at position {scan.valid_end}: {scan.error.message}"

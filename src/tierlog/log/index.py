@@ -29,6 +29,7 @@ from typing import NamedTuple, TypeVar
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 
 
 class CorruptIndexError(Exception):
@@ -56,6 +57,8 @@ _Index = TypeVar("_Index", bound="_MappedIndex")
 
 class _MappedIndex:
     entry_size = 8
+    #: The key entries are sorted by, at the start of each entry (see ``_floor``).
+    _leading_key = _U32
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
@@ -105,6 +108,33 @@ class _MappedIndex:
         """Raise ``CorruptIndexError`` unless every entry is in order."""
         raise NotImplementedError
 
+    def entry(self, n: int) -> OffsetPosition | TimestampOffset:
+        raise NotImplementedError
+
+    def _floor(self, key: int) -> int:
+        """The last entry whose leading key is at most ``key``, or -1: a binary search that
+        reads only the keys it compares, in place."""
+        mm = self._mmap if self._mmap is not None else self._frozen
+        unpack, size = self._leading_key.unpack_from, self.entry_size
+        lo, hi = 0, self._entries - 1
+        found = -1
+        while mm is not None and lo <= hi:
+            mid = (lo + hi) >> 1
+            (at,) = unpack(mm, mid * size)
+            if at <= key:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def truncate_to(self, offset: int) -> None:
+        """Keep only entries below ``offset`` (the log was truncated there)."""
+        n = self._entries
+        while n > 0 and self.entry(n - 1).offset >= offset:
+            n -= 1
+        self._entries = n
+
     @property
     def memory_bytes(self) -> int:
         """What holding the index costs in memory: a mapping counts whole pages."""
@@ -130,8 +160,9 @@ class _MappedIndex:
         """A sealed index never changes: keep one descriptor per segment (its ``.log``),
         not three. Python's mmap holds a dup of the file's descriptor (``trackfd`` only
         exists from 3.13), so a small sealed index is copied into bytes and unmapped; a
-        large one stays mapped (few segments are that large). Thousands of small untiered
-        segments during a store outage otherwise ran into the fd limit."""
+        large one stays mapped (few segments are that large). With three descriptors each,
+        the thousands of small untiered segments a store outage leaves behind would run into
+        the fd limit."""
         if self._mmap is not None and len(self._mmap) < FREEZE_MAX_BYTES:
             self._frozen = self._mmap[:]
             self._mmap.close()
@@ -184,7 +215,7 @@ class _MappedIndex:
 
         Truncating to zero and growing back gives a sparse, all-zero file without touching
         (and later flushing) every page of a preallocated index: zero-filling a 10 MiB
-        mmap made recovering an empty partition cost ~35 ms.
+        mmap costs ~35 ms per empty partition at recovery.
         """
         self._entries = 0
         current = self._mmap if self._mmap is not None else self._frozen
@@ -244,28 +275,10 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, offset: int) -> OffsetPosition:
         """Floor entry for ``offset``, or (base offset, 0) when none is smaller."""
-        mm = self._mmap if self._mmap is not None else self._frozen
-        lo, hi = 0, self._entries - 1
-        target = offset - self.base_offset
-        found = -1
-        while mm is not None and lo <= hi:
-            mid = (lo + hi) >> 1
-            (rel,) = _U32.unpack_from(mm, mid * 8)
-            if rel <= target:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(offset - self.base_offset)
         if found < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        """Keep only entries below ``offset`` (the log was truncated there)."""
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap check (length and last entry), run when a segment is opened."""
@@ -307,6 +320,7 @@ def readable_offset_entries(data: bytes, base_offset: int) -> list[OffsetPositio
 
 class TimeIndex(_MappedIndex):
     entry_size = 12
+    _leading_key = _I64
 
     def entry(self, n: int) -> TimestampOffset:
         ts, rel = _TIME_ENTRY.unpack_from(self._mm(), n * 12)
@@ -334,24 +348,10 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """Last entry with timestamp <= ``timestamp``, or (-1, base offset)."""
-        lo, hi = 0, self._entries - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if self.entry(mid).timestamp <= timestamp:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        found = self._floor(timestamp)
         if found < 0:
             return TimestampOffset(-1, self.base_offset)
         return self.entry(found)
-
-    def truncate_to(self, offset: int) -> None:
-        n = self._entries
-        while n > 0 and self.entry(n - 1).offset >= offset:
-            n -= 1
-        self._entries = n
 
     def sanity_check(self, log_end_offset: int) -> None:
         length = self._file_size()

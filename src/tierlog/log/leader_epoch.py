@@ -67,7 +67,7 @@ class LeaderEpochCache:
 
         ``durable=False`` (the append path) writes the checkpoint without fsync and leaves
         the fsync to ``sync``, which the log calls before it advances its recovery point.
-        An fsync per first append of 1,000 fresh partitions stalled the event loop for
+        An fsync per first append of 1,000 fresh partitions would stall the event loop for
         seconds; deferring it is safe because a crash before ``sync`` leaves the recovery
         point below the batches carrying the new epoch, and recovery re-assigns epochs from
         the batches it re-reads.

@@ -21,6 +21,8 @@ from tierlog.log.checkpoint import (
     read_partition_metadata,
     write_offsets_checkpoint,
 )
+from tierlog.log.cleaner.config import CleanerConfig
+from tierlog.log.cleaner.log_cleaner import LogCleaner
 from tierlog.log.config import LogConfig
 from tierlog.log.names import (
     CLEAN_SHUTDOWN_MARKER,
@@ -62,6 +64,7 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._had_clean_shutdown: dict[Path, bool] = {}
         self._flusher = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="log-flush")
+        self.cleaner: LogCleaner | None = None
 
     def remote_enabled_for(self, topic: str, config: LogConfig) -> bool:
         """Spec §1.1: broker switch on, topic opted in, not compacted, not internal."""
@@ -166,6 +169,8 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> None:
         """Kafka renames the dir to ``*-delete`` first so a crash mid-way finishes on load."""
         tp = TopicPartition(*tp)
+        if self.cleaner is not None:
+            self.cleaner.abort(tp)  # before _lock: a cleaning thread may be swapping
         with self._lock:
             part = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
@@ -258,9 +263,25 @@ class LogManager:
             write_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
             write_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
 
+    # -- log cleaner --------------------------------------------------------------------------
+
+    def logs_by_dir(self) -> list[tuple[Path, PartitionLog]]:
+        with self._lock:
+            return [(self._log_dir_of[tp], part) for tp, part in self._logs.items()]
+
+    def start_cleaner(self, config: CleanerConfig) -> LogCleaner:
+        """Start the log cleaner's threads (none with ``log.cleaner.enable=false``); the
+        manager owns it and stops it first on ``shutdown``."""
+        if self.cleaner is None:
+            self.cleaner = LogCleaner(config, self.logs_by_dir, clock=self._clock)
+        self.cleaner.start()
+        return self.cleaner
+
     def shutdown(self) -> None:
-        """Finish queued flushes, flush every log, write checkpoints, then the clean-shutdown
-        markers."""
+        """Stop the log cleaner, finish queued flushes, flush every log, write checkpoints,
+        then the clean-shutdown markers."""
+        if self.cleaner is not None:
+            self.cleaner.close()
         self._flusher.shutdown(wait=True)
         with self._checkpoint_lock, self._lock:
             for part in self._logs.values():

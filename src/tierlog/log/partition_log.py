@@ -4,8 +4,9 @@ Offsets kept here (spec §1.1):
 
 * ``log_start_offset``: first offset visible to clients, across both tiers;
 * ``local_log_start_offset``: first offset held locally, always >= ``log_start_offset``;
-* ``log_end_offset`` (LEO): next offset to assign; the high watermark and last stable offset
-  equal it in single-node mode (no replicas, no transactions);
+* ``log_end_offset`` (LEO): next offset to assign; in single-node mode (no replicas, no
+  transactions) the high watermark equals it, except that an append whose ``flush.messages``
+  fsync is deferred holds it at that append's first offset until the fsync is done;
 * ``highest_offset_in_remote_storage``: last offset known uploaded, -1 until then, never
   decreasing;
 * ``recovery_point``: everything below it is fsynced and was validated, so recovery after a
@@ -26,25 +27,25 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from tierlog.fsutil import fsync_dir
 from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from tierlog.log.cleaner.keys import require_keys
+from tierlog.log.cleaner.swap import cleaned_to_swap, recover_interrupted_swap, swap_to_final
 from tierlog.log.config import LogConfig
 from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from tierlog.log.index import CorruptIndexError
 from tierlog.log.leader_epoch import LeaderEpochCache
 from tierlog.log.names import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     PARTITION_METADATA,
-    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
@@ -211,7 +212,9 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log_end_offset
+        """The HW: with no transactions nothing below it is unstable, and the LSO never
+        exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
+        return self.high_watermark
 
     @property
     def active_segment(self) -> LogSegment:
@@ -256,9 +259,11 @@ class PartitionLog:
         self._rebuild_producer_state(leo)
 
     def _remove_stray_files(self) -> None:
-        """Files of interrupted operations, and indexes whose segment is gone."""
+        """Files of interrupted operations, and indexes whose segment is gone; a cleaner
+        swap a crash interrupted is completed or rolled back first (``cleaner.swap``)."""
+        recover_interrupted_swap(self.dir)
         for path in self.dir.iterdir():
-            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
+            if path.name.endswith((DELETED_SUFFIX, ".tmp")):
                 path.unlink(missing_ok=True)
         bases = {offset_from_file_name(p) for p in self.dir.glob("*" + LOG_SUFFIX)}
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
@@ -374,9 +379,10 @@ class PartitionLog:
 
         ``required_acks`` is accepted for the contract; with one replica every append is
         fully acknowledged once written. ``single_batch``: a client's Produce (v3 and later)
-        carries exactly one batch per partition, as Kafka enforces; sequence checks assume
-        it (two batches of one producer in one request are checked against the state before
-        the request, so a valid pair was refused and a repeated one appended twice).
+        carries exactly one batch per partition, as Kafka enforces. Sequence checks rely on
+        it: every batch of a request is checked against the producer state from before the
+        request, which is only right with one batch per producer (with two, a valid pair
+        would be refused and a repeated one appended twice).
         ``defer_flush``: an append that reaches ``flush.messages`` does not fsync here (under
         the lock, on the caller's thread) but returns ``flush_offset`` for the caller to
         flush with ``flush_to``; otherwise it fsyncs before returning.
@@ -425,6 +431,8 @@ class PartitionLog:
             headers = scan_batches(view)
             for h in headers:
                 validate_client_batch(h)
+            if cfg.compacted:
+                require_keys(view, headers, str(self.tp))
         except RecordsError as exc:
             raise LogAppendError(exc.code, exc.message) from exc
         if single_batch and len(headers) > 1:
@@ -540,7 +548,7 @@ class PartitionLog:
         active.on_become_inactive()
         # As Kafka (flushUptoOffsetExclusive on its scheduler), the sealed segment and the
         # producer snapshot are made durable later by ``flush_sealed`` on a background
-        # thread: an fsync per roll on the caller (the event loop) stalled every connection.
+        # thread: an fsync per roll on the caller (the event loop) would stall every connection.
         # The recovery point moves only after that flush, so an unclean restart re-validates
         # whatever was not yet durable.
         self.producer_state.last_map_offset = new_base
@@ -663,7 +671,7 @@ class PartitionLog:
         ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
         (Kafka's rule that keeps a consumer from stalling on a large batch).
         """
-        del upper_bound  # HW == LSO == LEO with one replica and no transactions
+        del upper_bound  # no transactions: the LSO bound is the HW bound
         with self._lock:
             segments = list(self._segments)
             bases = list(self._bases)
@@ -755,8 +763,9 @@ class PartitionLog:
             if not self.remote_enabled:
                 log.warning("%s: ignoring highest remote offset on a local log", self.tp)
                 return
-            if offset > self.highest_offset_in_remote_storage:
-                self.highest_offset_in_remote_storage = offset
+            self.highest_offset_in_remote_storage = max(
+                self.highest_offset_in_remote_storage, offset
+            )
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:
@@ -930,6 +939,58 @@ class PartitionLog:
                 rebuilt.replay(h)
             rebuilt.last_map_offset = next_base_offset
             return rebuilt.take_snapshot()
+
+    # -- log cleaner hooks -------------------------------------------------------------------
+
+    def active_producer_last_offsets(self) -> dict[int, int]:
+        """Each producer's last offset: the cleaner keeps that batch (empty if need be) so
+        the producer's next sequence still follows."""
+        with self._lock:
+            return {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
+
+    def replace_segments(self, old: Sequence[SegmentInfo], new_base: int) -> bool:
+        """Swap the cleaned segment ``new_base`` (its ``.cleaned`` files) in for ``old``.
+
+        Kafka's ``replaceSegments`` with the file protocol of ``cleaner.swap``. False, and
+        nothing renamed, if any old segment is no longer a sealed segment of this log (the
+        log was closed, retention or deletion removed it). The old segments' files become
+        ``.deleted`` but stay open until their delayed deletion, run by retention on the
+        broker's loop, so reads in flight finish on them.
+        """
+        with self._lock:
+            if self.closed:
+                return False
+            sealed = {s.base_offset: s for s in self._segments[:-1]}
+            replaced: list[LogSegment] = []
+            for info in old:
+                seg = sealed.get(info.base_offset)
+                if seg is None or seg.deleted or seg.size != info.size:
+                    return False
+                replaced.append(seg)
+            cleaned_to_swap(self.dir, new_base)
+            renamed: list[list[Path]] = []
+            for seg in replaced:
+                renamed.append([])
+                for path in seg.files():
+                    if path.exists():
+                        target = path.with_name(path.name + DELETED_SUFFIX)
+                        os.replace(path, target)
+                        renamed[-1].append(target)
+            swap_to_final(self.dir, new_base)
+            # until the new segment is open the old ones keep serving from their open files;
+            # on disk the swap is complete whatever happens next
+            new = LogSegment(self.dir, new_base, self.config, self._clock(), active=False)
+            new.load_tail()
+            due = self._clock() + self.config.file_delete_delay_ms
+            for seg, paths in zip(replaced, renamed, strict=True):
+                self._segments.remove(seg)
+                seg.deleted = True
+                self._pending_deletes.append(_PendingDelete(due, seg, paths))
+            at = bisect.bisect_left([s.base_offset for s in self._segments], new_base)
+            self._segments.insert(at, new)
+            self._bases = [s.base_offset for s in self._segments]
+            new.next_offset = max(new.next_offset, self._segments[at + 1].base_offset)
+            return True
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -52,6 +52,53 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+def _array_len(n: int, flexible: bool) -> bytes:
+    """An array's length prefix: compact (n + 1 as a uvarint) in flexible versions."""
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _encode_header(
+    cur: bytearray,
+    version: int,
+    correlation_id: int,
+    throttle_time_ms: int,
+    error_code: int,
+    session_id: int,
+) -> None:
+    """Response header and top-level fields, with a zero size prefix patched in at the end."""
+    flexible = version >= 12
+    cur += b"\0\0\0\0"
+    cur += _I32.pack(correlation_id)
+    if flexible:
+        cur += b"\0"  # response header v1 tagged fields
+    cur += _I32.pack(throttle_time_ms)
+    if version >= 7:
+        cur += _I16.pack(error_code)
+        cur += _I32.pack(session_id)
+
+
+def _encode_topic_key(cur: bytearray, topic: FetchTopic, version: int) -> None:
+    """The topic id (v13+) or the topic name."""
+    if version >= 13:
+        cur += topic.topic_id.bytes
+        return
+    name = topic.name.encode()
+    cur += _uvarint(len(name) + 1) if version >= 12 else _I16.pack(len(name))
+    cur += name
+
+
+def _encode_aborted(cur: bytearray, aborted: list[tuple[int, int]] | None, flexible: bool) -> None:
+    """The aborted transactions array, null when ``aborted`` is None."""
+    if aborted is None:
+        cur += b"\0" if flexible else _I32.pack(-1)
+        return
+    cur += _array_len(len(aborted), flexible)
+    for pid, first_offset in aborted:
+        cur += _ABORTED.pack(pid, first_offset)
+        if flexible:
+            cur += b"\0"
+
+
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -61,56 +108,37 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
 ) -> tuple[list[Buffer], int]:
-    """Return (buffers, total bytes on the wire including the 4-byte size prefix)."""
+    """Return (buffers, total bytes on the wire including the 4-byte size prefix).
+
+    Fields accumulate in one ``bytearray``; at each partition with records it is closed and
+    followed by the partition's own record buffers, untouched, and a fresh one starts.
+    """
     if not 4 <= version <= 17:
         raise ValueError(f"Fetch v{version} is not supported by this encoder")
     flexible = version >= 12
     out: list[Buffer] = []
     cur = bytearray()
-    # Response header; the size prefix is patched in once the total is known.
-    cur += b"\0\0\0\0"
-    cur += _I32.pack(correlation_id)
-    if flexible:
-        cur += b"\0"
-    cur += _I32.pack(throttle_time_ms)
-    if version >= 7:
-        cur += _I16.pack(error_code)
-        cur += _I32.pack(session_id)
-    cur += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    _encode_header(cur, version, correlation_id, throttle_time_ms, error_code, session_id)
+    cur += _array_len(len(topics), flexible)
     total = 0
     for t in topics:
-        if version >= 13:
-            cur += t.topic_id.bytes
-        else:
-            name = t.name.encode()
-            cur += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
-            cur += name
-        parts = t.partitions
-        cur += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
-        for p in parts:
+        _encode_topic_key(cur, t, version)
+        cur += _array_len(len(t.partitions), flexible)
+        for p in t.partitions:
             cur += _PART_FIXED.pack(
                 p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
             )
             if version >= 5:
                 cur += _I64.pack(p.log_start_offset)
-            aborted = p.aborted_transactions
-            if aborted is None:
-                cur += b"\0" if flexible else _I32.pack(-1)
-            else:
-                cur += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
-                for pid, first_offset in aborted:
-                    cur += _ABORTED.pack(pid, first_offset)
-                    if flexible:
-                        cur += b"\0"
+            _encode_aborted(cur, p.aborted_transactions, flexible)
             if version >= 11:
                 cur += _I32.pack(p.preferred_read_replica)
             size = p.records_size
             cur += _uvarint(size + 1) if flexible else _I32.pack(size)
             if size:
-                total += len(cur)
+                total += len(cur) + size
                 out.append(cur)
                 out.extend(p.records)
-                total += size
                 cur = bytearray()
             if flexible:
                 cur += b"\0"  # partition tagged fields

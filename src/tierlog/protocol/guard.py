@@ -2,11 +2,10 @@
 
 kio 0.6.5's Rust reader pre-allocates arrays from their declared element count. A 30-byte
 frame declaring two billion elements makes it request ~40 GB, and the allocation failure
-aborts the whole process (found by tests/server/test_fuzz.py). This module walks the frame
-along the same schema, without building anything, and rejects any length or count that
-the remaining bytes cannot hold. After it passes, every count kio sees is backed by real
-bytes, so its allocations are bounded by the frame size (itself bounded by
-``socket.request.max.bytes``).
+aborts the whole process. This module walks the frame along the same schema, without
+building anything, and rejects any length or count that the remaining bytes cannot hold.
+After it passes, every count kio sees is backed by real bytes, so its allocations are
+bounded by the frame size (itself bounded by ``socket.request.max.bytes``).
 
 The walk mirrors kio's layout rules: legacy vs compact (flexible) strings, bytes and arrays,
 KIP-893 nullable structs, and tagged fields (known tags are checked inside their declared

@@ -28,6 +28,7 @@ from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.groups_wiring import build_group_coordinator
 from tierlog.server.handlers import register_all
+from tierlog.server.log_cleaner import CleanerCollector, cleaner_config_for
 from tierlog.server.log_configs import log_config_for
 from tierlog.server.metrics import BrokerMetrics, PartitionStats
 from tierlog.server.producer_ids import ProducerIdAllocator
@@ -82,6 +83,8 @@ class Broker:
         if cfg.remote_storage_system_enabled:
             tiering = await Tiering.start(cfg, topics, logs, purgatory, self.metrics.registry)
         self.metrics.add_partition_source(self._partition_stats)
+        cleaner = logs.start_cleaner(cleaner_config_for(cfg))
+        self.metrics.registry.register(CleanerCollector(cleaner.health))
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
             self.metrics_port = self.metrics.serve(*metrics_addr)
@@ -227,8 +230,8 @@ class Broker:
 
     async def _retention(self) -> None:
         """One retention pass, yielding to the loop every few partitions: it stays on the
-        loop (reads there need no guard against a concurrent segment close), but a pass
-        over 1,000 partitions no longer holds every request for ~100 ms."""
+        loop (reads there need no guard against a concurrent segment close), and a pass
+        over 1,000 partitions (~100 ms of Python) does not hold every request that long."""
         assert self.state is not None
         for i, _ in enumerate(self.state.logs.retention_steps(int(time.time() * 1000))):
             if i % RETENTION_STEP == RETENTION_STEP - 1:

@@ -18,9 +18,12 @@ from tierlog.server.group import (
 from tierlog.server.group.log_store import LogOffsetsStore
 from tierlog.server.topics import TopicManager
 
-#: ``__consumer_offsets`` must never lose commits to retention (compaction is not
-#: implemented yet, so the topic keeps everything; the coordinator replays it on start).
+#: ``__consumer_offsets`` must never lose commits to retention; the topic keeps everything
+#: and the coordinator replays it on start. Its compaction (Kafka's) needs the store's
+#: tombstones and load path first, so it stays ``delete`` even on a broker whose
+#: ``log.cleanup.policy`` is ``compact``.
 OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
     "retention.ms": "-1",
     "retention.bytes": "-1",
     "segment.bytes": "104857600",

@@ -113,6 +113,40 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "tierlog_remote_index_cache_size_bytes", "gauge", "", "Bytes of cached remote indexes."
     ),
+    # log cleaner (tierlog.server.log_cleaner)
+    MetricDoc(
+        "tierlog_log_cleaner_max_dirty_percent",
+        "gauge",
+        "",
+        "Dirty ratio of the dirtiest compacted log at the last check, in percent.",
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_recopy_percent",
+        "gauge",
+        "",
+        "Bytes written over bytes read by the last cleaning, in percent.",
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_time_since_last_run_ms",
+        "gauge",
+        "",
+        "Milliseconds since a cleaner thread last looked for a log to clean.",
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_uncleanable_partitions_count",
+        "gauge",
+        "",
+        "Partitions whose cleaning failed on bad data (still served, not cleaned).",
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_max_compaction_delay_secs",
+        "gauge",
+        "",
+        "How far past max.compaction.lag.ms the most overdue dirty segment is.",
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_max_clean_time_secs", "gauge", "", "Duration of the last cleaning."
+    ),
 )
 
 _LATENCY_BUCKETS = (

@@ -260,17 +260,7 @@ def decode_batches(
         attrs.append(attr)
         counts.append(count)
         pos += size
-    if len(section_at) == len(sections) and total < 2**31:
-        # uncompressed only: decode in place, so column values are copied once (by `take`)
-        buffer: bytes | memoryview = data if isinstance(data, bytes) else view
-        spans = [(at, len(sec)) for at, sec in zip(section_at, sections, strict=True)]
-    else:
-        buffer = b"".join(sections)
-        spans = []
-        at = 0
-        for sec in sections:
-            spans.append((at, len(sec)))
-            at += len(sec)
+    buffer, spans = _record_spans(data, view, sections, section_at)
     rows = _rows(
         buffer,
         spans,
@@ -286,6 +276,29 @@ def decode_batches(
         include_headers,
     )
     return Decoded(rows, pos, next_offset)
+
+
+def _record_spans(
+    data: bytes | bytearray | memoryview,
+    view: memoryview,
+    sections: list[memoryview],
+    section_at: list[int],
+) -> tuple[bytes | memoryview, list[tuple[int, int]]]:
+    """One buffer holding every batch's records, and each batch's (start, length) in it.
+
+    While every section is a plain slice of ``data`` (no batch was compressed) the buffer is
+    ``data`` itself, so column values are copied once (by ``take``); otherwise the sections
+    are joined.
+    """
+    if len(section_at) == len(sections) and len(view) < 2**31:
+        buffer: bytes | memoryview = data if isinstance(data, bytes) else view
+        return buffer, [(at, len(sec)) for at, sec in zip(section_at, sections, strict=True)]
+    spans = []
+    at = 0
+    for sec in sections:
+        spans.append((at, len(sec)))
+        at += len(sec)
+    return b"".join(sections), spans
 
 
 def _rows(

@@ -68,8 +68,7 @@ class _SliceReader:
             end=self.s.end,
             include_headers=self.ctx.include_headers,
         )
-        if d.next_offset > self.cursor:
-            self.cursor = d.next_offset
+        self.cursor = max(self.cursor, d.next_offset)
         return d.batch, d.consumed
 
     def cold(self) -> Iterator[pa.RecordBatch]:

@@ -50,7 +50,7 @@ _remote_catalog: RemoteCatalog | None = remote_catalog
 def set_remote_catalog(catalog: RemoteCatalog | None) -> None:
     """Replace how the driver finds COPY_FINISHED segments (default: tierlog.spark.remote;
     None reads everything through the broker)."""
-    global _remote_catalog
+    global _remote_catalog  # noqa: PLW0603  the process-wide hook _catalog reads, by design
     _remote_catalog = catalog
 
 

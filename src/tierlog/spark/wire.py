@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from tierlog.client import WireConnection, parse_bootstrap
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.config_resources import ConfigResourceType
 
 TP = tuple[str, int]
 FETCH_V, LIST_OFFSETS_V, METADATA_V, DESCRIBE_CONFIGS_V = 12, 9, 12, 4
-RESOURCE_BROKER = 4
 
 
 class BrokerError(RuntimeError):
@@ -189,7 +189,7 @@ class BrokerClient:
             DESCRIBE_CONFIGS_V,
             resources=[
                 {
-                    "resource_type": RESOURCE_BROKER,
+                    "resource_type": ConfigResourceType.BROKER,
                     "resource_name": str(node),
                     "configuration_keys": None,
                 }

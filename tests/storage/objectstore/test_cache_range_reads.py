@@ -1,9 +1,9 @@
 """A disk-cache hit costs only the bytes the reader touches.
 
-A consumer reads a 4 MiB chunk in 1 MiB Fetches; reading the whole chunk file back on every
-hit made the cold path read 4x the bytes it served. The hit now maps the file. "Bytes read"
-is measured with the kernel's own counter (``rchar`` in ``/proc/self/io``: bytes this process
-got through read-like system calls, which a mapping does not use).
+A consumer reads a 4 MiB chunk in 1 MiB Fetches; a hit maps the chunk file, where reading
+the whole file back on every hit would make the cold path read 4x the bytes it serves.
+"Bytes read" is measured with the kernel's own counter (``rchar`` in ``/proc/self/io``: bytes
+this process got through read-like system calls, which a mapping does not use).
 """
 
 from __future__ import annotations

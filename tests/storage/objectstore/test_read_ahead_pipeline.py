@@ -243,7 +243,7 @@ def test_streams_sharing_a_small_disk_cache_fetch_each_chunk_once(tmp_path: Path
         step = CHUNK // 4
         while any(len(g) < len(d) for g, (_, d) in zip(got, segments, strict=True)):
             for stream, g in zip(streams, got, strict=True):
-                g += stream.read(step)
+                g.extend(stream.read(step))
         for stream in streams:
             stream.close()
         assert [bytes(g) for g in got] == [d for _, d in segments]

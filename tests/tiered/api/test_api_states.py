@@ -33,18 +33,14 @@ PARTITION_VALID = {
 }
 
 
-@pytest.mark.parametrize(
-    ("src", "dst"), list(itertools.product([None, *S], list(S))), ids=lambda s: str(s)
-)
+@pytest.mark.parametrize(("src", "dst"), list(itertools.product([None, *S], list(S))), ids=str)
 def test_segment_transition_matches_kafka_table(
     src: RemoteLogSegmentState | None, dst: RemoteLogSegmentState
 ) -> None:
     assert S.is_valid_transition(src, dst) is ((src, dst) in SEGMENT_VALID)
 
 
-@pytest.mark.parametrize(
-    ("src", "dst"), list(itertools.product([None, *P], list(P))), ids=lambda s: str(s)
-)
+@pytest.mark.parametrize(("src", "dst"), list(itertools.product([None, *P], list(P))), ids=str)
 def test_partition_delete_transition_matches_kafka_table(
     src: RemotePartitionDeleteState | None, dst: RemotePartitionDeleteState
 ) -> None:

@@ -1,7 +1,7 @@
 """Warming the next segment never delays the remote read that triggers it.
 
 The object-store plugin's ``warm`` starts with a manifest GET (an object-store round trip);
-called inline it stalled a catching-up consumer at every segment boundary. The RSM here is
+called inline it would stall a catching-up consumer at every segment boundary. The RSM here is
 the real directory storage manager declaring ``SupportsReadAhead``, with a one-byte window
 (so each next segment is warmed once, when a read reaches the end of the one before) and a
 ``warm`` hook the tests set.

@@ -396,13 +396,7 @@ class Group:
 
     def _replace_static_member(self, old: Member, new_id: str, now_ms: int) -> Member:
         """Give a static member a new id, fencing whatever the old id was waiting for."""
-        if old.join_waiter is not None:
-            fenced = _join_error(ErrorCode.FENCED_INSTANCE_ID, old.member_id)
-            self._out.joins.append((old.join_waiter, fenced))
-            old.join_waiter = None
-        if old.sync_waiter is not None:
-            self._out.syncs.append((old.sync_waiter, _sync_error(ErrorCode.FENCED_INSTANCE_ID)))
-            old.sync_waiter = None
+        self._fail_waiters(old, ErrorCode.FENCED_INSTANCE_ID)
         old_id = old.member_id
         old.member_id = new_id
         old.session_deadline_ms = now_ms + old.session_timeout_ms
@@ -682,14 +676,17 @@ class Group:
         if self.leader_id == member.member_id:
             self.leader_id = next(iter(self.members), None)
 
-    def _remove_member_and_update(self, member: Member, now_ms: int) -> None:
+    def _fail_waiters(self, member: Member, error: ErrorCode) -> None:
+        """Answer the JoinGroup and SyncGroup ``member`` waits in, if any, with ``error``."""
         if member.join_waiter is not None:
-            gone = _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id)
-            self._out.joins.append((member.join_waiter, gone))
+            self._out.joins.append((member.join_waiter, _join_error(error, member.member_id)))
             member.join_waiter = None
         if member.sync_waiter is not None:
-            self._out.syncs.append((member.sync_waiter, _sync_error(ErrorCode.UNKNOWN_MEMBER_ID)))
+            self._out.syncs.append((member.sync_waiter, _sync_error(error)))
             member.sync_waiter = None
+
+    def _remove_member_and_update(self, member: Member, now_ms: int) -> None:
+        self._fail_waiters(member, ErrorCode.UNKNOWN_MEMBER_ID)
         self._remove_member(member)
         if self.state in (STABLE, COMPLETING):
             self._prepare_rebalance(now_ms)

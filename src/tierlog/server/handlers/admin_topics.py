@@ -90,8 +90,9 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
         targets = [(t.name, t.topic_id) for t in body.topics]
     else:
         targets = [(name, None) for name in body.topic_names]
-    for name, tid in targets:
-        entry: dict[str, Any] = {"name": name, "topic_id": tid or _NIL}
+    for requested_name, tid in targets:
+        entry: dict[str, Any] = {"name": requested_name, "topic_id": tid or _NIL}
+        name = requested_name
         try:
             if name is None:
                 info = state.topics.by_id(tid) if tid is not None else None

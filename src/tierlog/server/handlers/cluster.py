@@ -8,6 +8,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
+from tierlog.server.handlers.authorized_operations import ResourceType, authorized_operations
 from tierlog.server.state import BrokerState
 
 
@@ -22,7 +23,9 @@ async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
         cluster_id=state.cluster_id,
         controller_id=state.node_id,
         brokers=[{"broker_id": state.node_id, "host": host, "port": port, "rack": None}],
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, bool(req.body.include_cluster_authorized_operations)
+        ),
     )
 
 

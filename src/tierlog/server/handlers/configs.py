@@ -19,6 +19,7 @@ from tierlog.config.topic import ConfigEntry, ConfigSource
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import plugin_settings
@@ -29,10 +30,6 @@ from tierlog.tiered.api import (
     RemoteStorageManager,
     plugin_class,
 )
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-RESOURCE_BROKER_LOGGER = 8
 
 _TYPE_IDS = {
     "boolean": 1,
@@ -146,9 +143,9 @@ async def handle_describe_configs(state: BrokerState, req: Request) -> Any:
             "configs": [],
         }
         try:
-            if r.resource_type == RESOURCE_TOPIC:
+            if r.resource_type == ConfigResourceType.TOPIC:
                 entries = state.topics.describe_configs(r.resource_name, keys, synonyms)
-            elif r.resource_type == RESOURCE_BROKER:
+            elif r.resource_type == ConfigResourceType.BROKER:
                 if r.resource_name not in ("", str(state.node_id)):
                     raise KafkaError(
                         ErrorCode.INVALID_REQUEST, f"Unexpected broker id {r.resource_name}"
@@ -170,12 +167,12 @@ async def handle_describe_configs(state: BrokerState, req: Request) -> Any:
 
 
 def _refuse_broker(resource_type: int, name: str, state: BrokerState) -> None:
-    if resource_type == RESOURCE_BROKER:
+    if resource_type == ConfigResourceType.BROKER:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             "tierlog broker configs are static: change server.properties or --override and restart",
         )
-    if resource_type != RESOURCE_TOPIC:
+    if resource_type != ConfigResourceType.TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
@@ -189,7 +186,17 @@ async def _tiering_after(state: BrokerState, topic: str, before: dict[Any, bool]
         await state.tiering.after_config_change(topic, before)
 
 
-async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
+async def _alter_each(
+    state: BrokerState,
+    req: Request,
+    api_key: ApiKey,
+    alter: Callable[[Any], None],
+) -> Any:
+    """Apply ``alter`` to each topic resource of an AlterConfigs-like request.
+
+    Broker resources are refused, tiering sees the topic config before and (unless
+    ``validate_only``) after the change, and each resource gets its own error code.
+    """
     body = req.body
     out: list[dict[str, Any]] = []
     for r in body.resources:
@@ -197,45 +204,35 @@ async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
         try:
             _refuse_broker(r.resource_type, r.resource_name, state)
             before = _tiering_before(state, r.resource_name)
-            state.topics.replace_configs(
-                r.resource_name,
-                {c.name: c.value for c in r.configs},
-                validate_only=body.validate_only,
-            )
+            alter(r)
             if not body.validate_only:
                 await _tiering_after(state, r.resource_name, before)
             res.update(error_code=0, error_message=None)
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
         out.append(res)
-    return mk(
-        response_schema(ApiKey.ALTER_CONFIGS, req.header.api_version),
-        throttle_time=0,
-        responses=out,
-    )
+    return mk(response_schema(api_key, req.header.api_version), throttle_time=0, responses=out)
+
+
+async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
+    validate_only = req.body.validate_only
+
+    def replace(r: Any) -> None:
+        state.topics.replace_configs(
+            r.resource_name, {c.name: c.value for c in r.configs}, validate_only=validate_only
+        )
+
+    return await _alter_each(state, req, ApiKey.ALTER_CONFIGS, replace)
 
 
 async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> Any:
-    body = req.body
-    out: list[dict[str, Any]] = []
-    for r in body.resources:
-        res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
-        try:
-            _refuse_broker(r.resource_type, r.resource_name, state)
-            before = _tiering_before(state, r.resource_name)
-            state.topics.incremental_alter(
-                r.resource_name,
-                [(c.name, int(c.config_operation), c.value) for c in r.configs],
-                validate_only=body.validate_only,
-            )
-            if not body.validate_only:
-                await _tiering_after(state, r.resource_name, before)
-            res.update(error_code=0, error_message=None)
-        except KafkaError as e:
-            res.update(error_code=e.code, error_message=e.message)
-        out.append(res)
-    return mk(
-        response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, req.header.api_version),
-        throttle_time=0,
-        responses=out,
-    )
+    validate_only = req.body.validate_only
+
+    def alter(r: Any) -> None:
+        state.topics.incremental_alter(
+            r.resource_name,
+            [(c.name, int(c.config_operation), c.value) for c in r.configs],
+            validate_only=validate_only,
+        )
+
+    return await _alter_each(state, req, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter)

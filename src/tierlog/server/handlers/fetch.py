@@ -44,7 +44,7 @@ _NIL = uuid.UUID(int=0)
 
 
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
-    if current_leader_epoch == -1 or current_leader_epoch == LEADER_EPOCH:
+    if current_leader_epoch in (-1, LEADER_EPOCH):
         return None
     if current_leader_epoch > LEADER_EPOCH:
         return ErrorCode.UNKNOWN_LEADER_EPOCH

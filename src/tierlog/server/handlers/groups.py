@@ -14,6 +14,11 @@ from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group import model as gm
+from tierlog.server.handlers.authorized_operations import (
+    NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from tierlog.server.state import BrokerState
 
 
@@ -268,6 +273,9 @@ async def handle_describe_groups(state: BrokerState, req: Request) -> Any:
     result = await state.groups.describe_groups(
         gm.DescribeGroupsRequest(group_ids=tuple(req.body.groups))
     )
+    group_ops = authorized_operations(
+        ResourceType.GROUP, bool(getattr(req.body, "include_authorized_operations", False))
+    )
     return _resp(
         req,
         groups=[
@@ -288,7 +296,9 @@ async def handle_describe_groups(state: BrokerState, req: Request) -> Any:
                     }
                     for m in g.members
                 ],
-                "authorized_operations": -2147483648,
+                "authorized_operations": group_ops
+                if g.error_code == ErrorCode.NONE
+                else NOT_REQUESTED,
             }
             for g in result.groups
         ],

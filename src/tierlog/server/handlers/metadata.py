@@ -15,6 +15,11 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.authorized_operations import (
+    NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+)
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.topics import TopicInfo
 
@@ -45,7 +50,7 @@ def topic_entry(state: BrokerState, info: TopicInfo) -> dict[str, Any]:
             }
             for p in range(info.partitions)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": NOT_REQUESTED,
     }
 
 
@@ -99,6 +104,12 @@ async def handle_metadata(state: BrokerState, req: Request) -> Any:
                 topics.append(_error_entry(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(topic_entry(state, info))
+    topic_ops = authorized_operations(
+        ResourceType.TOPIC, bool(getattr(body, "include_topic_authorized_operations", False))
+    )
+    for entry in topics:
+        if entry["name"] is not None:
+            entry["topic_authorized_operations"] = topic_ops
     return mk(
         response_schema(ApiKey.METADATA, version),
         throttle_time=0,
@@ -106,5 +117,8 @@ async def handle_metadata(state: BrokerState, req: Request) -> Any:
         cluster_id=state.cluster_id,
         controller_id=state.node_id,
         topics=topics,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER,
+            bool(getattr(body, "include_cluster_authorized_operations", False)),
+        ),
     )

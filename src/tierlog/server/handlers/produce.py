@@ -6,9 +6,10 @@ which is the only way Kafka has to tell a fire-and-forget producer that somethin
 
 An append that reaches ``flush.messages`` is fsynced on the log manager's flush pool, never on
 the event loop. As in Kafka, that partition is answered (and its fetchers woken) only after
-the fsync: a failed fsync answers UNKNOWN_SERVER_ERROR, as a failed append does. Unlike
-Kafka, whose high watermark moves only after that flush, a fetch that polls meanwhile may
-read the batch before it is durable: here the high watermark is the log end offset.
+the fsync: a failed fsync answers UNKNOWN_SERVER_ERROR, as a failed append does. A fetch
+that polls meanwhile does not read the batch either: as Kafka's high watermark moves only
+after that flush, the log holds its high watermark at the first offset of an append whose
+fsync is still running.
 """
 
 from __future__ import annotations

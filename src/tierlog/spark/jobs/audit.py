@@ -38,11 +38,10 @@ import pyarrow as pa
 
 from tierlog.spark.jobs.common import (
     add_common_args,
-    discover,
     error_exit,
     print_json,
     print_table,
-    rsm_overrides,
+    run_job,
 )
 from tierlog.spark.jobs.inventory import OBJECT_DDL, Inventory
 from tierlog.spark.jobs.metadata import (
@@ -51,7 +50,6 @@ from tierlog.spark.jobs.metadata import (
     read_segments,
     segment_rows,
 )
-from tierlog.spark.jobs.session import job_session
 from tierlog.tiered.api import ObjectKind
 
 DEFAULT_GRACE_MS = 60 * 60 * 1000
@@ -412,13 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
 def audit_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        inventory = discover(args.bootstrap_server, args.rsm_class, rsm_overrides(args.rsm_config))
-        spark, created = job_session("tierlog-audit", args.master)
-        try:
-            report = run_audit(spark, args.bootstrap_server, inventory, args.grace_period_ms)
-        finally:
-            if created:
-                spark.stop()
+        inventory, report = run_job(
+            args,
+            "tierlog-audit",
+            lambda spark, inv: run_audit(spark, args.bootstrap_server, inv, args.grace_period_ms),
+        )
     except Exception as exc:
         return error_exit("audit", exc)
     deletion = None

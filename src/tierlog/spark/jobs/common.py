@@ -1,14 +1,15 @@
-"""Arguments and output shared by the `tierlog audit` and `tierlog usage` jobs."""
+"""Arguments, the run and the output shared by the `tierlog audit` and `tierlog usage` jobs."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from tierlog.spark.jobs.inventory import Inventory
+from tierlog.spark.jobs.session import job_session
 from tierlog.spark.options import OptionError
 from tierlog.spark.remote import broker_rsm_spec
 from tierlog.spark.wire import BrokerClient
@@ -46,6 +47,23 @@ def discover(bootstrap: str, rsm_class: str | None, overrides: Mapping[str, str]
     if spec is None:
         raise OptionError("the broker names no storage plugin; pass --rsm-class")
     return Inventory.of(spec)
+
+
+_T = TypeVar("_T")
+
+
+def run_job(
+    args: argparse.Namespace, app_name: str, job: Callable[[Any, Inventory], _T]
+) -> tuple[Inventory, _T]:
+    """Find the storage plugin's inventory from the common arguments, then run ``job`` with
+    a Spark session and that inventory; a session this call creates is stopped after."""
+    inventory = discover(args.bootstrap_server, args.rsm_class, rsm_overrides(args.rsm_config))
+    spark, created = job_session(app_name, args.master)
+    try:
+        return inventory, job(spark, inventory)
+    finally:
+        if created:
+            spark.stop()
 
 
 def print_json(doc: Any) -> None:

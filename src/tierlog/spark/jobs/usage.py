@@ -20,15 +20,13 @@ from typing import Any
 
 from tierlog.spark.jobs.common import (
     add_common_args,
-    discover,
     error_exit,
     print_json,
     print_table,
-    rsm_overrides,
+    run_job,
 )
 from tierlog.spark.jobs.inventory import OBJECT_DDL, Inventory
 from tierlog.spark.jobs.metadata import SEGMENT_DDL, metadata_partitions, read_segments
-from tierlog.spark.jobs.session import job_session
 from tierlog.spark.wire import BrokerClient
 from tierlog.tiered.metadata import METADATA_TOPIC
 
@@ -174,19 +172,17 @@ def build_parser() -> argparse.ArgumentParser:
 def usage_main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        inventory = discover(args.bootstrap_server, args.rsm_class, rsm_overrides(args.rsm_config))
-        spark, created = job_session("tierlog-usage", args.master)
-        try:
-            rows = run_usage(
+        inventory, rows = run_job(
+            args,
+            "tierlog-usage",
+            lambda spark, inv: run_usage(
                 spark,
                 args.bootstrap_server,
-                inventory,
+                inv,
                 args.price_per_gib,
                 _metrics_url(args.bootstrap_server, args.metrics_url),
-            )
-        finally:
-            if created:
-                spark.stop()
+            ),
+        )
     except Exception as exc:
         return error_exit("usage", exc)
     if args.json:

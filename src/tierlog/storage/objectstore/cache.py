@@ -5,7 +5,7 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
 * A key is loaded at most once at a time: concurrent readers of a key being loaded wait for
   that load (single-flight), so each chunk costs one GET however many readers want it.
 * A failed load is never cached: its waiters get the error, the next reader loads again
-  (Aiven #760 cached failed futures).
+  (a cached failure would fail every later reader of the key until it is evicted).
 * Eviction is a segmented LRU by weight: new entries enter a probation segment; a second
   read promotes them to a protected segment (80% of the capacity). A sequential scan of
   cold data therefore only churns probation and does not flush the hot set. Prefetched

@@ -3,7 +3,7 @@
 Callers take what they need and, if that drives the bucket negative, sleep off the debt.
 Concurrent uploads therefore share the rate instead of each getting it, and a chunk larger
 than the burst still goes through (it just waits longer), so the limit holds whatever the
-chunk size (Aiven #709 was a limit that did not hold).
+chunk size.
 """
 
 from __future__ import annotations

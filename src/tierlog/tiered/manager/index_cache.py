@@ -25,9 +25,9 @@ Rules:
   and hits on other segments are not blocked.
 * A miss fetches the offset index on the calling thread while a helper thread fetches the
   time index (then the transaction index): against an object store each fetch is a round
-  trip of tens of ms, and done one after the other they pushed the first read of a segment
-  past ``remote.fetch.max.wait.ms``. The transaction index waits for the time index so a
-  failed load fetches no more than before.
+  trip of tens of ms, and done one after the other they would push the first read of a
+  segment past ``remote.fetch.max.wait.ms``. The transaction index waits for the time index
+  so a failed load fetches no more than a sequential one would.
 """
 
 from __future__ import annotations

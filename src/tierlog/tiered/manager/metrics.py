@@ -44,44 +44,48 @@ class RemoteMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.copy_requests = Counter(
-            "tierlog_remote_copy_requests", "Segment copies asked of the RSM.", _PL, registry=r
+
+        def per_partition_counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, _PL, registry=r)
+
+        def per_partition_gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, _PL, registry=r)
+
+        self.copy_requests = per_partition_counter(
+            "tierlog_remote_copy_requests", "Segment copies asked of the RSM."
         )
-        self.copy_bytes = Counter(
-            "tierlog_remote_copy_bytes", "Segment bytes copied to the remote tier.", _PL, registry=r
+        self.copy_bytes = per_partition_counter(
+            "tierlog_remote_copy_bytes", "Segment bytes copied to the remote tier."
         )
-        self.copy_errors = Counter(
-            "tierlog_remote_copy_errors", "Segment copies that failed.", _PL, registry=r
+        self.copy_errors = per_partition_counter(
+            "tierlog_remote_copy_errors", "Segment copies that failed."
         )
-        self.fetch_requests = Counter(
-            "tierlog_remote_fetch_requests", "Remote reads asked of the RSM.", _PL, registry=r
+        self.fetch_requests = per_partition_counter(
+            "tierlog_remote_fetch_requests", "Remote reads asked of the RSM."
         )
-        self.fetch_bytes = Counter(
-            "tierlog_remote_fetch_bytes", "Bytes returned by remote reads.", _PL, registry=r
+        self.fetch_bytes = per_partition_counter(
+            "tierlog_remote_fetch_bytes", "Bytes returned by remote reads."
         )
-        self.fetch_errors = Counter(
-            "tierlog_remote_fetch_errors", "Remote reads that failed.", _PL, registry=r
+        self.fetch_errors = per_partition_counter(
+            "tierlog_remote_fetch_errors", "Remote reads that failed."
         )
-        self.delete_requests = Counter(
-            "tierlog_remote_delete_requests", "Segment deletes asked of the RSM.", _PL, registry=r
+        self.delete_requests = per_partition_counter(
+            "tierlog_remote_delete_requests", "Segment deletes asked of the RSM."
         )
-        self.delete_errors = Counter(
-            "tierlog_remote_delete_errors", "Segment deletes that failed.", _PL, registry=r
+        self.delete_errors = per_partition_counter(
+            "tierlog_remote_delete_errors", "Segment deletes that failed."
         )
-        self.copy_lag_bytes = Gauge(
-            "tierlog_remote_copy_lag_bytes", "Sealed local bytes not yet copied.", _PL, registry=r
+        self.copy_lag_bytes = per_partition_gauge(
+            "tierlog_remote_copy_lag_bytes", "Sealed local bytes not yet copied."
         )
-        self.copy_lag_segments = Gauge(
-            "tierlog_remote_copy_lag_segments",
-            "Sealed local segments not yet copied.",
-            _PL,
-            registry=r,
+        self.copy_lag_segments = per_partition_gauge(
+            "tierlog_remote_copy_lag_segments", "Sealed local segments not yet copied."
         )
-        self.log_size_bytes = Gauge(
-            "tierlog_remote_log_size_bytes", "Bytes of listed remote segments.", _PL, registry=r
+        self.log_size_bytes = per_partition_gauge(
+            "tierlog_remote_log_size_bytes", "Bytes of listed remote segments."
         )
-        self.metadata_count = Gauge(
-            "tierlog_remote_log_metadata_count", "Listed remote segments.", _PL, registry=r
+        self.metadata_count = per_partition_gauge(
+            "tierlog_remote_log_metadata_count", "Listed remote segments."
         )
         self.copy_throttle_ms = Summary(
             "tierlog_remote_copy_throttle_time_ms",
@@ -94,7 +98,8 @@ class RemoteMetrics:
             registry=r,
         )
         self._cache_source: Callable[[], tuple[CacheStats, int] | None] = lambda: None
-        r.register(_IndexCacheCollector(lambda: self._cache_source()))
+        # A lambda, not the bound value: attach_index_cache replaces the source later.
+        r.register(_IndexCacheCollector(lambda: self._cache_source()))  # noqa: PLW0108
 
     def attach_index_cache(self, source: Callable[[], tuple[CacheStats, int] | None]) -> None:
         self._cache_source = source

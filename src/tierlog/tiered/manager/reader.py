@@ -16,8 +16,8 @@ A read starting at (or before) its segment's first offset starts streaming from 
 the offset index is looked up: that is where any lookup points, so a consumer crossing into
 the next segment, or starting from the beginning, waits one object-store round trip there
 instead of two. The lookup must still succeed before anything is served (a missing index is
-damage, reported as before). Those lookups have a pool of their own: queued behind warm
-calls (each a manifest GET) they would delay that read.
+damage, reported as an inline lookup reports it). Those lookups have a pool of their own:
+queued behind warm calls (each a manifest GET) they would delay that read.
 
 Timestamp lookups walk the epochs from the starting offset's epoch upward and consider only
 finished, in-lineage segments; when the matching segment is still present locally the caller

@@ -370,8 +370,7 @@ class MetadataConsumer:
         nxt = records[-1][0] + 1
         with self._cond:
             for up in members.values():
-                if up.position < nxt:
-                    up.position = nxt
+                up.position = max(up.position, nxt)
             done = self._mutations.finish_consumed(members, lambda t: members[t].position)
             self._cond.notify_all()
         succeed(done)

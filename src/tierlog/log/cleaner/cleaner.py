@@ -1,0 +1,360 @@
+"""Cleaning one compacted log: Kafka's ``Cleaner.doClean``.
+
+1. Build the offset map over the dirty section ``[first dirty, first uncleanable)``, stopping
+   at the batch that would overfill it; the map's ``latest_offset`` + 1 is where this pass
+   ends (the rest waits for the next pass).
+2. Group the sealed segments below that end (from the log start: earlier cleanings are
+   revisited, so tombstones whose delete horizon passed go) into groups whose log bytes fit
+   ``segment.bytes``, whose index bytes fit ``segment.index.bytes`` and whose offsets fit a
+   relative index entry.
+3. Filter each group into one ``.cleaned`` segment and swap it in (``cleaned_segment``,
+   ``swap``, ``PartitionLog.replace_segments``).
+
+A record is kept if it lies past the map, or it is the latest for its key and it is not a
+tombstone whose batch's delete horizon has passed. Keyless records below the map are dropped,
+as Kafka does (a compacted topic cannot hold them). The first cleaning that keeps a tombstone
+sets its batch's delete horizon to now + ``delete.retention.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.log.cleaner.cleanable import LogToClean
+from tierlog.log.cleaner.cleaned_segment import CleanedSegmentWriter, cleaned_paths
+from tierlog.log.cleaner.offset_map import OffsetMap
+from tierlog.log.cleaner.rebatch import (
+    RawRecord,
+    build_empty,
+    build_retained,
+    decode_records,
+    delete_horizon,
+)
+from tierlog.log.cleaner.throttler import Throttler
+from tierlog.log.cleaner.transactions import BatchAction, TransactionPolicy, policy_for_range
+from tierlog.log.config import LONG_MAX
+from tierlog.log.partition_log import PartitionLog, SegmentInfo
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import LOG_OVERHEAD, BatchHeader, RecordsError, check_batch
+
+log = logging.getLogger(__name__)
+
+_MAX_RELATIVE = 2**31 - 1
+_READ_CHUNK = 512 * 1024
+
+
+class CleaningAborted(Exception):
+    """The log changed under the cleaner (deleted, closed, segments removed) or the
+    cleaner is stopping; nothing was swapped for the group in progress."""
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """Kafka's ``CleanerStats`` for one cleaning."""
+
+    start_s: float = field(default_factory=time.monotonic)
+    end_s: float = 0.0
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    buffer_utilization: float = 0.0
+
+    @property
+    def recopy_percent(self) -> float:
+        return 100.0 * self.bytes_written / self.bytes_read if self.bytes_read else 0.0
+
+
+def iter_segment_batches(
+    path: Path, throttler: Throttler | None, check: Callable[[], None]
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch of a segment file, CRC-checked, each as its own bytes (header at 0).
+
+    Raises RecordsError on a corrupt or torn batch (the partition becomes uncleanable) and
+    CleaningAborted if the file disappeared (retention or deletion removed it).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError as exc:
+        raise CleaningAborted(f"{path} is gone") from exc
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos < size:
+            check()
+            chunk = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
+            if len(chunk) >= LOG_OVERHEAD:
+                first = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                if len(chunk) < first <= size - pos:
+                    chunk = os.pread(fd, first, pos)
+            if throttler is not None:
+                throttler.maybe_throttle(len(chunk))
+            off = 0
+            while off < len(chunk):
+                if off > 0:
+                    if len(chunk) - off < LOG_OVERHEAD:
+                        break
+                    n = int.from_bytes(chunk[off + 8 : off + 12], "big", signed=True)
+                    if off + n + LOG_OVERHEAD > len(chunk) and pos + off + n + LOG_OVERHEAD <= size:
+                        break
+                try:
+                    h = check_batch(chunk, off, len(chunk), verify_crc=True)
+                except RecordsError as exc:
+                    exc.position = pos + off
+                    raise
+                yield h._replace(position=0), chunk[off : off + h.size]
+                off += h.size
+            if off == 0:
+                raise RecordsError(ErrorCode.CORRUPT_MESSAGE, f"{path}: no batch at {pos}", pos)
+            pos += off
+    finally:
+        os.close(fd)
+
+
+def group_segments_by_size(
+    segments: list[SegmentInfo], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[SegmentInfo]]:
+    """Kafka's ``groupSegmentsBySize``: consecutive segments merged while the sums fit."""
+
+    def index_sizes(info: SegmentInfo) -> tuple[int, int]:
+        try:
+            return os.path.getsize(info.offset_index_path), os.path.getsize(info.time_index_path)
+        except FileNotFoundError:
+            return 0, 0
+
+    groups: list[list[SegmentInfo]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_size = segments[i].size
+        idx, tidx = index_sizes(segments[i])
+        i += 1
+        while i < len(segments):
+            nxt = segments[i]
+            n_idx, n_tidx = index_sizes(nxt)
+            last = (
+                segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable - 1
+            )
+            if (
+                log_size + nxt.size > max_size
+                or idx + n_idx > max_index_size
+                or tidx + n_tidx > max_index_size
+                or last - group[0].base_offset > _MAX_RELATIVE
+            ):
+                break
+            group.append(nxt)
+            log_size += nxt.size
+            idx += n_idx
+            tidx += n_tidx
+            i += 1
+        groups.append(group)
+    return groups
+
+
+class Cleaner:
+    """One cleaner thread's worker: its offset map and the logic of one cleaning."""
+
+    def __init__(
+        self,
+        offset_map: OffsetMap,
+        throttler: Throttler | None = None,
+        *,
+        check_done: Callable[[PartitionLog], None] | None = None,
+    ) -> None:
+        self.offset_map = offset_map
+        self.throttler = throttler
+        self._check_done = check_done
+
+    def _check(self, plog: PartitionLog) -> None:
+        if plog.closed:
+            raise CleaningAborted(f"{plog.tp} was closed")
+        if self._check_done is not None:
+            self._check_done(plog)
+
+    def clean(self, target: LogToClean, now_ms: int) -> tuple[int, CleanerStats]:
+        """Clean one log; returns the offset the next cleaning starts from."""
+        plog = target.log
+        stats = CleanerStats()
+        infos = plog.segments()
+        sealed = [i for i in infos if not i.is_active]
+        policy = policy_for_range(target.first_dirty_offset, target.first_uncleanable_offset)
+        self._build_offset_map(plog, sealed, target, policy, stats)
+        end = self.offset_map.latest_offset + 1
+        if end <= target.first_dirty_offset:
+            # no batch at or above the first dirty offset before the uncleanable one: the
+            # range holds nothing to clean (its records were removed by earlier cleanings)
+            return target.first_uncleanable_offset, stats
+        log.info(
+            "%s: cleaning [%d, %d) (dirty from %d), %d keys mapped",
+            plog.tp,
+            plog.log_start_offset,
+            end,
+            target.first_dirty_offset,
+            self.offset_map.size,
+        )
+        producers = plog.active_producer_last_offsets()
+        cfg = plog.config
+        to_clean = [i for i in sealed if i.base_offset < end]
+        for group in group_segments_by_size(
+            to_clean, cfg.segment_bytes, cfg.segment_index_bytes, target.first_uncleanable_offset
+        ):
+            self._clean_group(plog, group, policy, producers, now_ms, stats)
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.end_s = time.monotonic()
+        return end, stats
+
+    # -- the offset map ------------------------------------------------------------------
+
+    def _build_offset_map(
+        self,
+        plog: PartitionLog,
+        sealed: list[SegmentInfo],
+        target: LogToClean,
+        policy: TransactionPolicy,
+        stats: CleanerStats,
+    ) -> None:
+        omap = self.offset_map
+        omap.clear()
+        start = target.first_dirty_offset
+        stop = target.first_uncleanable_offset
+        for info in sealed:
+            if info.next_offset <= start or info.base_offset >= stop:
+                continue
+            for h, data in iter_segment_batches(
+                info.log_path, self.throttler, lambda: self._check(plog)
+            ):
+                if h.base_offset >= stop:
+                    return
+                stats.map_bytes_read += h.size
+                if h.last_offset < start:
+                    continue
+                if policy.on_batch(h, retain_markers=True) is BatchAction.FILTER:
+                    keyed = [
+                        r
+                        for r in decode_records(data, h)
+                        if r.key is not None and h.base_offset + r.offset_delta >= start
+                    ]
+                    new_keys = len({r.key for r in keyed})
+                    if omap.is_full(new_keys) and omap.size > 0:
+                        return  # this pass ends before the batch; the next one starts at it
+                    if new_keys >= omap.slots:
+                        raise OverflowError(
+                            f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
+                            f"than the offset map has slots ({omap.slots}); raise "
+                            "log.cleaner.dedupe.buffer.size"
+                        )
+                    for r in keyed:
+                        assert r.key is not None
+                        omap.put(r.key, h.base_offset + r.offset_delta)
+                    stats.map_messages_read += h.records_count
+                omap.latest_offset = h.last_offset
+
+    # -- filtering -----------------------------------------------------------------------
+
+    def _clean_group(
+        self,
+        plog: PartitionLog,
+        group: list[SegmentInfo],
+        policy: TransactionPolicy,
+        producers: dict[int, int],
+        now_ms: int,
+        stats: CleanerStats,
+    ) -> None:
+        cfg = plog.config
+        base = group[0].base_offset
+        writer = CleanedSegmentWriter(
+            plog.dir,
+            base,
+            index_interval_bytes=cfg.index_interval_bytes,
+            max_index_size=cfg.segment_index_bytes,
+        )
+        try:
+            for info in group:
+                for h, data in iter_segment_batches(
+                    info.log_path, self.throttler, lambda: self._check(plog)
+                ):
+                    out = self._filter_batch(
+                        h, data, policy, producers, now_ms, cfg.delete_retention_ms, stats
+                    )
+                    stats.bytes_read += h.size
+                    stats.messages_read += h.records_count
+                    if out is None:
+                        continue
+                    out_header, out_data = out
+                    writer.append(out_data, out_header)
+                    stats.bytes_written += len(out_data)
+                    stats.messages_written += out_header.records_count
+                    if self.throttler is not None:
+                        self.throttler.maybe_throttle(len(out_data))
+            try:
+                mtime: float | None = os.stat(group[-1].log_path).st_mtime
+            except FileNotFoundError as exc:
+                raise CleaningAborted(f"{group[-1].log_path} is gone") from exc
+            writer.finish(mtime)
+        except BaseException:
+            writer.abandon()
+            raise
+        self._check(plog)
+        if not plog.replace_segments(group, base):
+            for p in cleaned_paths(plog.dir, base):
+                p.unlink(missing_ok=True)
+            raise CleaningAborted(f"{plog.tp}: segments changed while cleaning")
+        log.info(
+            "%s: swapped in cleaned segment %d for %s",
+            plog.tp,
+            base,
+            ",".join(str(i.base_offset) for i in group),
+        )
+
+    def _filter_batch(
+        self,
+        h: BatchHeader,
+        data: bytes,
+        policy: TransactionPolicy,
+        producers: dict[int, int],
+        now_ms: int,
+        delete_retention_ms: int,
+        stats: CleanerStats,
+    ) -> tuple[BatchHeader, bytes] | None:
+        action = policy.on_batch(h, retain_markers=True)
+        if action is BatchAction.KEEP:
+            return h, data
+        horizon = delete_horizon(h)
+        records: list[RawRecord] = []
+        kept: list[RawRecord] = []
+        if action is BatchAction.FILTER:
+            records = decode_records(data, h)
+            omap = self.offset_map
+            for r in records:
+                offset = h.base_offset + r.offset_delta
+                if offset > omap.latest_offset:
+                    kept.append(r)
+                    continue
+                if r.key is None:
+                    stats.invalid_messages += 1
+                    continue
+                if offset < omap.get(r.key):
+                    continue
+                if not r.has_value and horizon is not None and now_ms >= horizon:
+                    continue
+                kept.append(r)
+        set_horizon = horizon is None and any(not r.has_value for r in kept)
+        if action is BatchAction.FILTER and len(kept) == len(records) and not set_horizon:
+            return h, data
+        if not kept:
+            if h.producer_id >= 0 and producers.get(h.producer_id) == h.last_offset:
+                out = build_empty(h)
+            else:
+                return None
+        else:
+            new_horizon = min(now_ms + delete_retention_ms, LONG_MAX) if set_horizon else horizon
+            out = build_retained(h, kept, new_horizon)
+        return check_batch(out, 0, len(out), verify_crc=False), out
