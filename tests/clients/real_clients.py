@@ -27,6 +27,8 @@ import kafka
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from tests.helpers.confluent import consume_assigned
+
 #: (partition, offset, value) as seen by a consumer.
 Seen = tuple[int, int, bytes]
 
@@ -352,27 +354,8 @@ class ConfluentDriver:
     def consume_assigned(
         self, bootstrap: str, topic: str, partition: int, count: int
     ) -> list[Seen]:
-        c = ck.Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "assign-only",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 100,
-            }
-        )
-        got: list[Seen] = []
-        try:
-            c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-            deadline = time.monotonic() + 30
-            while len(got) < count and time.monotonic() < deadline:
-                m = c.poll(0.2)
-                if m is None:
-                    continue
-                assert m.error() is None, m.error()
-                got.append(_seen_ck(m))
-        finally:
-            c.close()
-        return got
+        got = consume_assigned(bootstrap, topic, partition, count, poll_s=0.2)
+        return [_seen_ck(m) for m in got]
 
     def member(self, bootstrap: str, topic: str, group: str) -> GroupMember:
         return _ConfluentMember(bootstrap, topic, group)

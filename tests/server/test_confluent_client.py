@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.confluent import consume_assigned
 from tests.helpers.poll import wait_until
 
 
@@ -30,30 +31,6 @@ def _create(b: BrokerProcess, name: str, partitions: int = 1, **configs: str) ->
     fs[name].result(30)
 
 
-def _consume(b: BrokerProcess, topic: str, partition: int, count: int) -> list[ck.Message]:
-    c = ck.Consumer(
-        {
-            "bootstrap.servers": b.bootstrap,
-            "group.id": "assign-only",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 100,
-        }
-    )
-    try:
-        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-        got: list[ck.Message] = []
-        deadline = time.monotonic() + 30
-        while len(got) < count and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            got.append(m)
-        return got
-    finally:
-        c.close()
-
-
 def test_produce_then_consume_with_assign(module_broker: BrokerProcess) -> None:
     _create(module_broker, "cf-assign", 2)
     p = ck.Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5, "acks": "all"})
@@ -61,7 +38,7 @@ def test_produce_then_consume_with_assign(module_broker: BrokerProcess) -> None:
         p.produce("cf-assign", key=b"k%d" % i, value=b"value-%d" % i, partition=i % 2)
     assert p.flush(30) == 0
     for part in (0, 1):
-        msgs = _consume(module_broker, "cf-assign", part, 250)
+        msgs = consume_assigned(module_broker.bootstrap, "cf-assign", part, 250)
         assert [m.value() for m in msgs] == [b"value-%d" % i for i in range(part, 500, 2)]
         assert [m.offset() for m in msgs] == list(range(250))
 
@@ -80,7 +57,7 @@ def test_idempotent_producer_and_compression(module_broker: BrokerProcess) -> No
         for i in range(100):
             p.produce("cf-idem", value=f"{codec}-{i}".encode(), partition=0)
         assert p.flush(30) == 0, codec
-    msgs = _consume(module_broker, "cf-idem", 0, 500)
+    msgs = consume_assigned(module_broker.bootstrap, "cf-idem", 0, 500)
     assert len(msgs) == 500
     assert msgs[-1].value() == b"zstd-99"
 

@@ -1,0 +1,41 @@
+"""confluent-kafka as a test consumer of one assigned partition (no group membership)."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka as ck
+
+
+def consume_assigned(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    count: int,
+    *,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.5,
+) -> list[ck.Message]:
+    """The first ``count`` records of one partition, read from its beginning by a consumer
+    assigned to it; fewer if ``timeout_s`` passes first. A record with an error fails."""
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign-only",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
+        got: list[ck.Message] = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(poll_s)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m)
+        return got
+    finally:
+        c.close()
