@@ -1,7 +1,7 @@
 """A tiered ``tierlog serve`` that uploads to a moto S3 server, and views of both sides.
 
-The moto server and the latency proxy come from the storage tests' fixtures
-(``tests/storage/conftest.py``, ``bench/latency_proxy.py``); this module adds the broker
+The moto server and the latency proxy come from the storage tests' helpers
+(``tests/helpers/object_stores.py``, ``bench/latency_proxy.py``); this module adds the broker
 settings and the checks the fault scenarios need: objects under the bucket prefix, segment
 states from the broker's metrics, and an audit of the bucket against the metadata.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.storage.conftest import (
+from tests.helpers.object_stores import (
     S3_ACCESS_KEY,
     S3_SECRET_KEY,
     ServerProcess,

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.object_stores import write_rsa_key_pair
 from tests.helpers.poll import wait_until
 from tests.reliability.rel_helpers import (
     FAST_START,
@@ -32,7 +33,6 @@ from tests.reliability.rel_helpers import (
     wire_produce,
 )
 from tests.reliability.s3_env import Bucket, ServerProcess, tiered_overrides, tiered_topic_configs
-from tests.storage.conftest import write_rsa_key_pair
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode

@@ -28,9 +28,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.object_stores import write_rsa_key_pair
 from tests.helpers.poll import wait_until
 from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
-from tests.storage.conftest import write_rsa_key_pair
 from tierlog.spark.driver import Catalog
 from tierlog.spark.jobs import audit_main, usage_main
 from tierlog.spark.options import parse_source_options

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.conftest import KeyPairPaths
+from tests.helpers.object_stores import KeyPairPaths
 from tests.storage.objectstore.objectstore_helpers import (
     MiB,
     encryption_props,
