@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from tierlog.log import PartitionLog
@@ -59,12 +60,12 @@ def read_rows(plog: PartitionLog) -> list[Row]:
 
 def make_cleaner(
     logs: list[tuple[Path, PartitionLog]],
-    clock: object,
+    clock: Callable[[], int],
     *,
     dedupe_buffer_size: int = 1 << 20,
 ) -> tuple[LogCleaner, Cleaner]:
     config = CleanerConfig(dedupe_buffer_size=dedupe_buffer_size)
-    service = LogCleaner(config, lambda: logs, clock=clock)  # type: ignore[arg-type]
+    service = LogCleaner(config, lambda: logs, clock=clock)
     worker = Cleaner(OffsetMap(config.map_memory_per_thread, config.io_buffer_load_factor))
     return service, worker
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,8 @@ from tierlog.tiered.manager import StopPartition
 S = RemoteLogSegmentState
 
 
-def reconfigure(st: Stack, **changes: object) -> None:
-    st.log.update_config(dataclasses.replace(st.log.config, **changes))  # type: ignore[arg-type]
+def reconfigure(st: Stack, **changes: Any) -> None:
+    st.log.update_config(dataclasses.replace(st.log.config, **changes))
 
 
 def uploaded(tmp_path: Path, n_segments: int = 3) -> Stack:
