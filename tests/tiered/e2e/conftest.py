@@ -10,15 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.broker import BrokerProcess
-from tests.tiered.e2e.e2e_helpers import TIERED_OVERRIDES, TieredBroker
+from tests.tiered.e2e.e2e_helpers import TieredBroker, tiered_broker
 
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
-    b = BrokerProcess(tmp_path_factory.mktemp("tiered"), TIERED_OVERRIDES)
-    b.start()
-    tb = TieredBroker(b)
-    yield tb
-    tb.close()
-    b.close()
+    with tiered_broker(tmp_path_factory.mktemp("tiered")) as tb:
+        yield tb

@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,22 @@ class TieredBroker:
         if self._producer is not None:
             self._producer.flush(5)
             self._producer = None
+
+
+@contextmanager
+def tiered_broker(
+    base: Path, overrides: Mapping[str, str] | None = None, **kw: Any
+) -> Iterator[TieredBroker]:
+    """A started ``tierlog serve`` under ``base`` with ``TIERED_OVERRIDES`` and then
+    ``overrides`` (``kw`` as for ``BrokerProcess``), closed on exit."""
+    b = BrokerProcess(base, {**TIERED_OVERRIDES, **(overrides or {})}, **kw)
+    b.start()
+    tb = TieredBroker(b)
+    try:
+        yield tb
+    finally:
+        tb.close()
+        b.close()
 
 
 def segments_of(count: int, per_segment: int = N) -> list[Seg]:

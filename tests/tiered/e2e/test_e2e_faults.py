@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import holds_for, wait_until
 from tests.helpers.wire import (
     LATEST_TIERED,
@@ -24,12 +23,12 @@ from tests.helpers.wire import (
     offsets_and_values,
 )
 from tests.tiered.e2e.e2e_helpers import (
-    TIERED_OVERRIDES,
     N,
     Seg,
     TieredBroker,
     recipe,
     segments_of,
+    tiered_broker,
     value_of,
 )
 from tests.tiered.e2e.gated_rsm import HOLD_FILE
@@ -38,8 +37,6 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 
 QUIET_S = 3.0
-
-
 GATED_RSM = "tests.tiered.e2e.gated_rsm:GatedDirectoryRemoteStorageManager"
 
 
@@ -48,22 +45,17 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
     base = tmp_path_factory.mktemp("faulty")
     root = str(Path(__file__).resolve().parents[3])
     env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    b = BrokerProcess(
+    with tiered_broker(
         base,
         {
-            **TIERED_OVERRIDES,
             "remote.log.storage.manager.class.name": GATED_RSM,
             "rsm.config.dir": str(base / "data-remote"),
             "remote.log.reader.threads": "1",
             "remote.log.reader.max.pending.tasks": "1",
         },
         env=env,
-    )
-    b.start()
-    tb = TieredBroker(b)
-    yield tb
-    tb.close()
-    b.close()
+    ) as tb:
+        yield tb
 
 
 def test_failed_copy_is_cleaned_up_and_retried_with_a_new_segment_id(faulty: TieredBroker) -> None:

@@ -229,14 +229,7 @@ def test_a_broker_with_default_settings_tiers_into_the_object_store_next_to_its_
     try:
         tb.create_topic("defaults", 1, recipe())
         tb.produce("defaults", range(2 * N + 1))
-        wait_until(
-            lambda: (
-                tb.list_offsets("defaults", 0, -5)[1] == 2 * N - 1
-                and tb.list_offsets("defaults", 0, -4)[1] == 2 * N
-            ),
-            30,
-            what="tiered with the default plugin",
-        )
+        tb.wait_tiered_up_to("defaults", 2 * N)
         assert len(list(tb.remote_root.rglob("*.rsm-manifest"))) == 2
         assert consume_confluent(b.bootstrap, "defaults", 2 * N + 1) == [
             (i, value_of(i)) for i in range(2 * N + 1)

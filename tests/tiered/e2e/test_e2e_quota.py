@@ -10,15 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tests.tiered.e2e.e2e_helpers import (
-    TIERED_OVERRIDES,
     N,
     TieredBroker,
     consume_confluent,
     recipe,
     segments_of,
+    tiered_broker,
     value_of,
 )
 
@@ -27,10 +26,9 @@ QUOTA = "1000"
 
 @pytest.fixture(scope="module")
 def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
-    b = BrokerProcess(
+    with tiered_broker(
         tmp_path_factory.mktemp("throttled"),
         {
-            **TIERED_OVERRIDES,
             "remote.log.manager.copy.max.bytes.per.second": QUOTA,
             "remote.log.manager.copy.quota.window.num": "2",
             "remote.log.manager.copy.quota.window.size.seconds": "1",
@@ -38,12 +36,8 @@ def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker
             "remote.log.manager.fetch.quota.window.num": "2",
             "remote.log.manager.fetch.quota.window.size.seconds": "1",
         },
-    )
-    b.start()
-    tb = TieredBroker(b)
-    yield tb
-    tb.close()
-    b.close()
+    ) as tb:
+        yield tb
 
 
 def test_copy_quota_throttles_uploads_without_losing_any(throttled: TieredBroker) -> None:
