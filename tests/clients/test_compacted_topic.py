@@ -18,6 +18,7 @@ import kafka
 
 from tests.clients.real_clients import create_topic
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.confluent import read_to_high_watermark
 from tests.helpers.poll import wait_until
 
 TOPIC = "table"
@@ -67,29 +68,7 @@ def _write_other_keys(bootstrap: str, tag: str, latest: Written) -> None:
 
 
 def _read_confluent(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    c = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader-ck", "enable.auto.commit": False}
-    )
-    try:
-        _, high = c.get_watermark_offsets(ck.TopicPartition(TOPIC, 0), timeout=10)
-        c.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
-        rows: list[tuple[int, bytes, bytes | None]] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if rows and rows[-1][0] >= high - 1:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            offset, key = m.offset(), m.key()
-            assert offset is not None and key is not None
-            rows.append((offset, key, m.value()))
-            if offset >= high - 1:
-                break
-        return rows
-    finally:
-        c.close()
+    return read_to_high_watermark(bootstrap, TOPIC)
 
 
 def _read_kafka_python(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.confluent import read_to_high_watermark
 from tests.helpers.poll import wait_until
 
 TOPIC = "kv"
@@ -60,28 +61,6 @@ def _produce(bootstrap: str, cycle: int, rng: random.Random, written: dict[int, 
     assert not failures, failures[:3]
 
 
-def _read_all(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    c = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
-    )
-    try:
-        _, high = c.get_watermark_offsets(ck.TopicPartition(TOPIC, 0), timeout=30)
-        c.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
-        rows: list[tuple[int, bytes, bytes | None]] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not rows or rows[-1][0] < high - 1):
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            offset, key = m.offset(), m.key()
-            assert offset is not None and key is not None
-            rows.append((offset, key, m.value()))
-        return rows
-    finally:
-        c.close()
-
-
 def _check(rows: list[tuple[int, bytes, bytes | None]], written: dict[int, Record]) -> None:
     offsets = [r[0] for r in rows]
     assert offsets == sorted(set(offsets)), "duplicate or unordered offsets"
@@ -114,17 +93,17 @@ def test_kill9_during_cleaning_loses_nothing(
         _produce(broker.bootstrap, cycle, rng, written)
         time.sleep(rng.uniform(0.0, 0.6))
         broker.restart(kill=True)
-        _check(_read_all(broker.bootstrap), written)
+        _check(read_to_high_watermark(broker.bootstrap, TOPIC, timeout_s=60), written)
     part_dir = broker.log_dir / f"{TOPIC}-0"
 
     def caught_up() -> bool:
         names = [p.name for p in part_dir.iterdir()]
         return not any(n.endswith((".cleaned", ".swap")) for n in names) and (
-            len(_read_all(broker.bootstrap)) < len(written) // 2
+            len(read_to_high_watermark(broker.bootstrap, TOPIC, timeout_s=60)) < len(written) // 2
         )
 
     wait_until(caught_up, timeout_s=120, interval_s=0.5, what="the cleaner to catch up")
-    _check(_read_all(broker.bootstrap), written)
+    _check(read_to_high_watermark(broker.bootstrap, TOPIC, timeout_s=60), written)
     assert "Traceback" not in broker.stderr
     log = broker.stderr
     recoveries = {

@@ -39,3 +39,30 @@ def consume_assigned(
         return got
     finally:
         c.close()
+
+
+def read_to_high_watermark(
+    bootstrap: str, topic: str, partition: int = 0, *, timeout_s: float = 30.0
+) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record of one partition, read from its beginning until
+    the record before the high watermark seen at the start (or ``timeout_s``). Every record
+    must have a key (a compacted topic's)."""
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    try:
+        _, high = c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=timeout_s)
+        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
+        rows: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and (not rows or rows[-1][0] < high - 1):
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            offset, key = m.offset(), m.key()
+            assert offset is not None and key is not None
+            rows.append((offset, key, m.value()))
+        return rows
+    finally:
+        c.close()
