@@ -82,6 +82,17 @@ class ServerProcess:
                 self.process.wait(10)
 
 
+def _once_answering(server: ServerProcess, probe: str, timeout: float, what: str) -> ServerProcess:
+    """``server`` once HTTP requests to its endpoint + ``probe`` are answered; killed if
+    they are not within ``timeout`` seconds."""
+    try:
+        wait_until(lambda: _http_ok(server.endpoint + probe), timeout, what)
+    except TimeoutError:
+        server.process.kill()
+        raise
+    return server
+
+
 def start_moto(port: int | None = None) -> ServerProcess:
     port = port or free_port()
     proc = subprocess.Popen(
@@ -90,12 +101,7 @@ def start_moto(port: int | None = None) -> ServerProcess:
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _http_ok(endpoint + "/moto-api/"), 30, "moto_server")
-    except TimeoutError:
-        proc.kill()
-        raise
-    return ServerProcess(endpoint, port, proc)
+    return _once_answering(ServerProcess(endpoint, port, proc), "/moto-api/", 30, "moto_server")
 
 
 def boto_client(endpoint: str) -> Any:
@@ -177,12 +183,7 @@ def start_azurite(location: Path) -> ServerProcess:
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-    try:
-        wait_until(lambda: _http_ok(endpoint + "?comp=list"), 60, "azurite")
-    except TimeoutError:
-        proc.kill()
-        raise
-    return ServerProcess(endpoint, port, proc)
+    return _once_answering(ServerProcess(endpoint, port, proc), "?comp=list", 60, "azurite")
 
 
 def create_azure_container(endpoint: str, name: str) -> None:

@@ -9,7 +9,6 @@ copied with the manager's own copy task and read back with its read path.
 from __future__ import annotations
 
 import asyncio
-import random
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import poll as helpers_poll
-from tests.helpers.manual_rlm import tier_everything
-from tierlog.log import LogConfig, PartitionLog, TopicPartition
+from tests.helpers.manual_rlm import log_of_sealed_segments, tier_everything
+from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.tiered.api import (
     IndexType,
@@ -78,22 +77,7 @@ def build_stack(root: Path, segment_sizes: list[int], props: dict[str, str]) -> 
     """A partition whose sealed segments (about ``segment_sizes`` bytes each, records of
     incompressible 8 KiB values) are all copied to the object store; one record stays in
     the active segment."""
-    lg = PartitionLog(
-        TopicPartition(TIP.topic, TIP.partition),
-        root / "logs" / f"{TIP.topic}-{TIP.partition}",
-        LogConfig(index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1),
-        topic_id=TIP.topic_id,
-        remote_enabled=True,
-    )
-    rng = random.Random(5)
-    for size in segment_sizes:
-        written = 0
-        while written < size:
-            batch = build_batch([SimpleRecord(rng.randbytes(8 * KiB))])
-            lg.append_as_leader(batch, leader_epoch=0, required_acks=1)
-            written += len(batch)
-        lg.roll()
-    lg.append_as_leader(build_batch([SimpleRecord(b"tail")]), leader_epoch=0, required_acks=1)
+    lg = log_of_sealed_segments(root / "logs", TIP, segment_sizes, value_bytes=8 * KiB, seed=5)
     rsm = ObjectStoreRemoteStorageManager()
     rsm.configure({"storage.url": (root / "bucket").as_uri(), **props})
     rlm = tier_everything(lg, rsm, TIP, root / "logs")

@@ -10,7 +10,6 @@ around the plugin's backend records every ranged GET of a ``.log`` object.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import uuid
 from collections import Counter
@@ -22,12 +21,12 @@ from typing import BinaryIO
 
 import pytest
 
-from tests.helpers.manual_rlm import tier_everything
+from tests.helpers.manual_rlm import log_of_sealed_segments, tier_everything
 from tests.helpers.poll import wait_until
 from tests.storage.objectstore.objectstore_helpers import SameStoreBackend
-from tierlog.log import LogConfig, PartitionLog, TopicPartition
+from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode
-from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
@@ -106,22 +105,9 @@ def offsets_of(records: bytes | memoryview) -> list[int]:
 def stack(tmp_path: Path) -> Iterator[Stack]:
     """Four sealed segments of about 3.5 chunks (records of incompressible 6 KiB values),
     all copied to the object store and gone locally."""
-    lg = PartitionLog(
-        TopicPartition(TIP.topic, TIP.partition),
-        tmp_path / "logs" / f"{TIP.topic}-{TIP.partition}",
-        LogConfig(index_interval_bytes=1, remote_storage_enable=True, retention_ms=-1),
-        topic_id=TIP.topic_id,
-        remote_enabled=True,
+    lg = log_of_sealed_segments(
+        tmp_path / "logs", TIP, [7 * CHUNK // 2] * 4, value_bytes=6 * KiB, seed=405
     )
-    rng = random.Random(405)
-    for _ in range(4):
-        written = 0
-        while written < 7 * CHUNK // 2:
-            batch = build_batch([SimpleRecord(rng.randbytes(6 * KiB))])
-            lg.append_as_leader(batch, leader_epoch=0, required_acks=1)
-            written += len(batch)
-        lg.roll()
-    lg.append_as_leader(build_batch([SimpleRecord(b"tail")]), leader_epoch=0, required_acks=1)
     rsm = ObjectStoreRemoteStorageManager()
     rsm.configure(
         {
