@@ -1,0 +1,170 @@
+"""``__consumer_offsets`` compacted by the log cleaner: the coordinator's load after a
+restart reads the live state, not the history, and tombstones delete while loading."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from group_helpers import NODE, config, run_async
+
+from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
+from tierlog.log.cleaner.cleaner import Cleaner
+from tierlog.log.cleaner.config import CleanerConfig
+from tierlog.log.cleaner.offset_map import OffsetMap
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import SimpleRecord, build_batch
+from tierlog.server.group import OFFSETS_TOPIC, GroupCoordinator, partition_for
+from tierlog.server.group.log_store import LogOffsetsStore
+from tierlog.server.group.model import (
+    DeleteGroupsRequest,
+    ListGroupsRequest,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchGroup,
+    OffsetFetchRequest,
+)
+from tierlog.server.group.model import (
+    TopicPartition as GroupTopicPartition,
+)
+from tierlog.server.group.schema import CommittedOffset, offset_key, offset_value
+
+PARTITIONS = 2
+TOPIC_ID = uuid.UUID(int=15)
+# What groups_wiring gives the topic, with test-sized segments and no tombstone delay.
+COMPACTED = LogConfig(
+    cleanup_policy=("compact",),
+    segment_bytes=64 * 1024,
+    delete_retention_ms=0,
+    min_cleanable_dirty_ratio=0.01,
+)
+
+
+class Broker:
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.manager = LogManager([log_dir], LogConfig())
+        self.manager.load()
+        self.store = LogOffsetsStore(self.log_for, PARTITIONS)
+
+    def log_for(self, partition: int) -> PartitionLog:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        existing = self.manager.get_log(tp)
+        return existing or self.manager.create_log(tp, TOPIC_ID, COMPACTED)
+
+    async def coordinator(self) -> GroupCoordinator:
+        c = GroupCoordinator(
+            node=NODE, store=self.store, config=config(offsets_topic_num_partitions=PARTITIONS)
+        )
+        await c.start()
+        return c
+
+    def clean(self) -> None:
+        """Roll the active segments (never cleaned) and clean until nothing is left."""
+        for p in range(PARTITIONS):
+            self.log_for(p).roll()
+        cleaner = self.manager.start_cleaner(CleanerConfig(enable=False))
+        worker = Cleaner(OffsetMap(1 << 22, 0.9))
+        now = int(time.time() * 1000) + 1
+        for _ in range(50):
+            if not cleaner.clean_once(worker, now):
+                break
+
+    def close(self) -> None:
+        self.manager.shutdown()
+
+
+def _commits(group_id: str, count: int, per_batch: int = 500) -> list[bytes]:
+    """``count`` commits of one partition, as the coordinator writes them, batched."""
+    now = int(time.time() * 1000)
+    key = offset_key(group_id, GroupTopicPartition("events", 0))
+    batches = []
+    for start in range(0, count, per_batch):
+        recs = [
+            SimpleRecord(offset_value(CommittedOffset(i, 0, "", now)), key, now)
+            for i in range(start, min(start + per_batch, count))
+        ]
+        batches.append(build_batch(recs, timestamp=now))
+    return batches
+
+
+async def _fetched(c: GroupCoordinator, group_id: str) -> dict[tuple[str, int], int]:
+    reply = await c.fetch_offsets(
+        OffsetFetchRequest(groups=(OffsetFetchGroup(group_id=group_id, partitions=None),))
+    )
+    return {(p.topic, p.partition): p.offset for p in reply.groups[0].partitions}
+
+
+def _commit(group_id: str, offset: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        group_id=group_id,
+        generation_id=-1,
+        member_id="",
+        partitions=(
+            OffsetCommitPartition(topic="events", partition=0, offset=offset),
+            OffsetCommitPartition(topic="events", partition=1, offset=offset),
+        ),
+    )
+
+
+@run_async
+async def test_load_after_cleaning_reads_the_live_state_not_the_history(tmp_path: Path) -> None:
+    commits = 100_000
+    broker = Broker(tmp_path)
+    hot = broker.log_for(partition_for("hot", PARTITIONS))
+    for batch in _commits("hot", commits):
+        hot.append_as_leader(batch, 0, -1)
+    c = await broker.coordinator()
+    assert broker.store.last_load is not None
+    assert broker.store.last_load.records == commits  # uncleaned: the whole history
+    assert await _fetched(c, "hot") == {("events", 0): commits - 1}
+    await c.commit_offsets(_commit("doomed", 7))
+    await c.commit_offsets(_commit("trimmed", 3))
+    assert (await c.delete_groups(DeleteGroupsRequest(group_ids=("doomed",)))).results[
+        0
+    ].error_code is ErrorCode.NONE
+    trimmed = await c.delete_offsets(
+        OffsetDeleteRequest(group_id="trimmed", partitions=(GroupTopicPartition("events", 1),))
+    )
+    assert [p.error_code for p in trimmed.partitions] == [ErrorCode.NONE]
+    await c.close()
+    broker.clean()
+    broker.close()
+
+    restarted = Broker(tmp_path)
+    c2 = await restarted.coordinator()
+    try:
+        stats = restarted.store.last_load
+        assert stats is not None
+        # one live offset for "hot", one for "trimmed", and tombstones cleaned away
+        assert stats.records <= 10, stats
+        assert await _fetched(c2, "hot") == {("events", 0): commits - 1}
+        assert await _fetched(c2, "trimmed") == {("events", 0): 3}
+        assert await _fetched(c2, "doomed") == {}
+    finally:
+        await c2.close()
+        restarted.close()
+
+
+@run_async
+async def test_tombstones_delete_while_loading_before_any_cleaning(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    c = await broker.coordinator()
+    await c.commit_offsets(_commit("gone", 1))
+    await c.commit_offsets(_commit("kept", 2))
+    await c.delete_groups(DeleteGroupsRequest(group_ids=("gone",)))
+    await c.close()
+    broker.close()
+
+    restarted = Broker(tmp_path)
+    c2 = await restarted.coordinator()
+    try:
+        assert await _fetched(c2, "gone") == {}
+        assert await _fetched(c2, "kept") == {("events", 0): 2, ("events", 1): 2}
+        listed = await c2.list_groups(ListGroupsRequest())
+        assert {g.group_id for g in listed.groups} == {"kept"}
+    finally:
+        await c2.close()
+        restarted.close()
