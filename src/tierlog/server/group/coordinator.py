@@ -161,10 +161,10 @@ class GroupCoordinator:
         self._started = True
         self._schedule_retention()
         log.info(
-            "group coordinator loaded %d groups from %d __consumer_offsets records in %.3f s",
+            "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
             len(self._groups),
             len(records),
-            time.monotonic() - started,
+            (time.monotonic() - started) * 1000,
         )
 
     async def close(self) -> None:
