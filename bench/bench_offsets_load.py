@@ -118,6 +118,7 @@ def main() -> None:
         b.start()
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic("events", 1, 1)])["events"].result(30)
+        del admin  # its handle would reconnect through every restart below
         c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "once"})
         c.commit(offsets=[ck.TopicPartition("events", 0, 1)], asynchronous=False)
         c.close()
