@@ -30,7 +30,14 @@ from tierlog.server.group.model import (
 from tierlog.server.group.model import (
     TopicPartition as GroupTopicPartition,
 )
-from tierlog.server.group.schema import CommittedOffset, offset_key, offset_value
+from tierlog.server.group.schema import (
+    CommittedOffset,
+    GroupKey,
+    OffsetKey,
+    decode_key,
+    offset_key,
+    offset_value,
+)
 
 PARTITIONS = 2
 TOPIC_ID = uuid.UUID(int=15)
@@ -252,6 +259,41 @@ async def test_cleaned_log_loads_the_same_state_as_the_whole_history(tmp_path: P
         distinct_keys = len(groups) * 3 + len(groups)
         live_keys = sum(len(v) for v in expected.values())
         assert live_keys <= stats.records <= distinct_keys < written
+    finally:
+        await c2.close()
+        restarted.close()
+
+
+@run_async
+async def test_offset_expiry_writes_tombstones_for_offsets_and_group(tmp_path: Path) -> None:
+    now = [int(time.time() * 1000)]
+    broker = Broker(tmp_path)
+    c = GroupCoordinator(
+        node=NODE,
+        store=broker.store,
+        config=config(offsets_topic_num_partitions=PARTITIONS, offsets_retention_ms=1000),
+        clock_ms=lambda: now[0],
+    )
+    await c.start()
+    await c.commit_offsets(_commit("aging", 4))
+    now[0] += 1000
+    assert await c.expire_offsets() == 2
+    await c.close()
+    records = await broker.store.load()
+    tombstones = {decode_key(k) for k, v in records if v is None}
+    assert tombstones == {
+        OffsetKey("aging", "events", 0),
+        OffsetKey("aging", "events", 1),
+        GroupKey("aging"),
+    }
+    broker.clean()
+    broker.close()
+
+    restarted = Broker(tmp_path)
+    c2 = await restarted.coordinator()
+    try:
+        assert await _fetched(c2, "aging") == {}
+        assert (await c2.list_groups(ListGroupsRequest())).groups == ()
     finally:
         await c2.close()
         restarted.close()
