@@ -301,6 +301,35 @@ BROKER_KEYS.add(
         at_least(1),
     ),
     K(
+        "offsets.retention.check.interval.ms",
+        LONG,
+        600000,
+        "How often offsets past offsets.retention.minutes are tombstoned.",
+        at_least(1),
+    ),
+    K(
+        "offsets.topic.segment.bytes",
+        INT,
+        104857600,
+        "Segment size of __consumer_offsets (kept small so the cleaner reaches commits soon).",
+        at_least(1),
+    ),
+    K(
+        "offsets.topic.compression.codec",
+        INT,
+        0,
+        "Codec of the batches the group coordinator writes: 0 none, 1 gzip, 2 snappy, 3 lz4, "
+        "4 zstd.",
+        between(0, 4),
+    ),
+    K(
+        "offsets.load.buffer.size",
+        INT,
+        5242880,
+        "Bytes read per chunk when loading __consumer_offsets at start-up.",
+        at_least(1),
+    ),
+    K(
         "group.initial.rebalance.delay.ms",
         INT,
         3000,

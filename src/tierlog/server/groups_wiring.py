@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from tierlog.config.broker import BrokerConfig
+from tierlog.config.topic import render_overrides
+from tierlog.protocol.records import Compression
 from tierlog.server.group import (
     OFFSETS_TOPIC,
     CoordinatorNode,
@@ -18,16 +20,33 @@ from tierlog.server.group import (
 from tierlog.server.group.log_store import LogOffsetsStore
 from tierlog.server.topics import TopicManager
 
-#: ``__consumer_offsets`` must never lose commits to retention; the topic keeps everything
-#: and the coordinator replays it on start. Its compaction (Kafka's) needs the store's
-#: tombstones and load path first, so it stays ``delete`` even on a broker whose
-#: ``log.cleanup.policy`` is ``compact``.
-OFFSETS_TOPIC_CONFIGS = {
+#: What a ``__consumer_offsets`` created before it was compacted was given; such a topic
+#: is switched to ``offsets_topic_configs`` on start (its records already carry keys).
+LEGACY_OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "delete",
     "retention.ms": "-1",
     "retention.bytes": "-1",
     "segment.bytes": "104857600",
 }
+
+
+def offsets_topic_configs(cfg: BrokerConfig) -> dict[str, str]:
+    """Kafka's ``__consumer_offsets`` configs: compacted only (no time or size retention,
+    so a live offset is never lost), ``offsets.topic.segment.bytes`` segments, and the
+    coordinator's own codec kept as written."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(int(cfg.get("offsets.topic.segment.bytes"))),
+        "compression.type": "producer",
+    }
+
+
+def _ensure_offsets_topic(cfg: BrokerConfig, topics: TopicManager) -> int:
+    wanted = offsets_topic_configs(cfg)
+    info = topics.ensure(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, wanted)
+    if render_overrides(info.overrides) == LEGACY_OFFSETS_TOPIC_CONFIGS:
+        topics.replace_configs(OFFSETS_TOPIC, dict(wanted))
+    return info.partitions
 
 
 async def build_group_coordinator(
@@ -38,7 +57,7 @@ async def build_group_coordinator(
     def partition_exists(topic: str, partition: int) -> bool:
         return topics.get_log(topic, partition) is not None
 
-    offsets = topics.ensure(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, OFFSETS_TOPIC_CONFIGS)
+    partitions = _ensure_offsets_topic(cfg, topics)
 
     def log_for(partition: int) -> Any:
         plog = topics.get_log(OFFSETS_TOPIC, partition)
@@ -48,13 +67,19 @@ async def build_group_coordinator(
 
     coordinator = GroupCoordinator(
         node=CoordinatorNode(cfg.node_id, host, port),
-        store=LogOffsetsStore(log_for, offsets.partitions),
+        store=LogOffsetsStore(
+            log_for,
+            partitions,
+            compression=Compression(int(cfg.get("offsets.topic.compression.codec"))),
+            load_buffer_bytes=int(cfg.get("offsets.load.buffer.size")),
+        ),
         config=GroupCoordinatorConfig(
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             max_session_timeout_ms=cfg.group_max_session_timeout_ms,
-            offsets_topic_num_partitions=offsets.partitions,
+            offsets_topic_num_partitions=partitions,
             offsets_retention_ms=int(cfg.get("offsets.retention.minutes")) * 60_000,
+            offsets_retention_check_interval_ms=int(cfg.get("offsets.retention.check.interval.ms")),
         ),
         partition_exists=partition_exists,
     )

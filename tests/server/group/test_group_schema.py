@@ -111,3 +111,47 @@ def test_empty_group_value_has_null_protocol_and_leader() -> None:
 def test_malformed_keys_raise_schema_error(raw: bytes) -> None:
     with pytest.raises(SchemaError):
         decode_key(raw)
+
+
+def test_offset_value_v4_flexible_decodes_and_skips_tagged_fields() -> None:
+    # compact string "md" (length + 1), then a tagged-field section holding one 2-byte field
+    raw = struct.pack(">hqi", 4, 7, 3) + b"\x03md" + struct.pack(">q", 99) + b"\x01\x05\x02xy"
+    assert decode_offset_value(raw) == CommittedOffset(7, 3, "md", 99)
+
+
+def test_group_value_v4_flexible_decodes() -> None:
+    member = (
+        b"\x04a-1"  # member id
+        + b"\x00"  # null group instance id
+        + b"\x02a"  # client id
+        + b"\x0b/127.0.0.1"  # client host
+        + struct.pack(">ii", 300, 100)
+        + b"\x04sub"
+        + b"\x04asg"
+        + b"\x00"  # no tagged fields
+    )
+    raw = (
+        struct.pack(">h", 4)
+        + b"\x09consumer"
+        + struct.pack(">i", 4)
+        + b"\x06range"
+        + b"\x04a-1"
+        + struct.pack(">q", 123)
+        + b"\x02"  # one member
+        + member
+        + b"\x00"
+    )
+    assert decode_group_value(raw) == GroupRecord(
+        "consumer",
+        4,
+        "range",
+        "a-1",
+        123,
+        (MemberRecord("a-1", None, "a", "/127.0.0.1", 300, 100, b"sub", b"asg"),),
+    )
+
+
+def test_every_record_the_coordinator_writes_has_a_key() -> None:
+    # the log cleaner refuses keyless records on a compacted topic; keys are never empty
+    assert offset_key("", TopicPartition("", 0))
+    assert group_key("")

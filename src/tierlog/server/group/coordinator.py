@@ -48,6 +48,9 @@ from tierlog.server.group.model import (
     OffsetCommitPartitionResult,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeletePartitionResult,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchGroup,
     OffsetFetchGroupResult,
     OffsetFetchRequest,
@@ -122,7 +125,13 @@ class GroupCoordinator:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Replay ``__consumer_offsets`` into groups, then start the offset-retention timer."""
+        """Replay ``__consumer_offsets`` into groups, then start the offset-retention timer.
+
+        The records come in append order per partition, so the last record of a key wins and
+        a tombstone removes what came before it: on a compacted log that is the same state
+        as replaying the whole history.
+        """
+        started = time.monotonic()
         records = await self._store.load()
         offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         metadata: dict[str, GroupRecord | None] = {}
@@ -151,7 +160,12 @@ class GroupCoordinator:
             self._rearm(group)
         self._started = True
         self._schedule_retention()
-        log.info("group coordinator loaded %d groups", len(self._groups))
+        log.info(
+            "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
+            len(self._groups),
+            len(records),
+            (time.monotonic() - started) * 1000,
+        )
 
     async def close(self) -> None:
         """Stop timers, fail every waiting request, and wait for writes in flight."""
@@ -462,6 +476,46 @@ class GroupCoordinator:
                 code = await self._remove_group(group, list(group.offsets))
             results.append(DeletedGroup(group_id=group_id, error_code=code))
         return DeleteGroupsResponse(results=tuple(results))
+
+    async def delete_offsets(self, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+        """OffsetDelete: tombstones for the offsets the group may lose (see
+        ``Group.offsets_to_delete``); partitions of topics this broker does not host answer
+        UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler does before asking the group."""
+        error = self._unavailable()
+        if error is not None:
+            return OffsetDeleteResponse(error_code=error)
+        if not req.group_id:
+            return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND)
+        known = [
+            tp
+            for tp in req.partitions
+            if self._partition_exists is None or self._partition_exists(*tp)
+        ]
+        code, results, eligible = group.offsets_to_delete(known)
+        if code is not ErrorCode.NONE:
+            return OffsetDeleteResponse(error_code=code)
+        if eligible:
+            tombstones: list[KeyValue] = [(offset_key(group.group_id, tp), None) for tp in eligible]
+            write_error = await self._write(group.group_id, tombstones, self._now())
+            if write_error is ErrorCode.NONE:
+                for tp in eligible:
+                    group.offsets.pop(tp, None)
+            else:
+                results.update(dict.fromkeys(eligible, write_error))
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.NONE,
+            partitions=tuple(
+                OffsetDeletePartitionResult(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    error_code=results.get(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                )
+                for tp in req.partitions
+            ),
+        )
 
     async def expire_offsets(self) -> int:
         """Drop offsets past retention, and groups left Empty with none; returns how many."""

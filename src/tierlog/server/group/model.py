@@ -303,3 +303,24 @@ class DeletedGroup:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteGroupsResponse:
     results: tuple[DeletedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeleteRequest:
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeletePartitionResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeleteResponse:
+    """A group-level ``error_code`` other than NONE comes with no partition results."""
+
+    error_code: ErrorCode
+    partitions: tuple[OffsetDeletePartitionResult, ...] = ()

@@ -5,9 +5,12 @@ We write the same keys and values as Apache Kafka so that Kafka's own tools
 not ours to get wrong. Keys: version 1 = offset commit (group, topic, partition), version 2 =
 group metadata (group). Values: offset commit v3 (offset, leader epoch, metadata, commit
 timestamp) or v1 when the client asked for an explicit retention (it carries the expire
-timestamp); group metadata v3. Older value versions are decoded too. A ``None`` value is a
-tombstone. All fields use the classic (non-flexible) encoding: big-endian ints, strings with
-an int16 length (-1 for null), bytes with an int32 length.
+timestamp); group metadata v3, as Kafka's coordinator writes them. Every value version Kafka
+defines is decoded (offset commit 0-4, group metadata 0-4), so a log Kafka wrote loads here.
+A ``None`` value is a tombstone. Versions up to 3 use the classic encoding: big-endian ints,
+strings with an int16 length (-1 for null), bytes with an int32 length. Version 4 of both
+values is Kafka's flexible encoding: unsigned-varint lengths plus one (0 for null) and a
+tagged-field section after each struct, whose fields we skip.
 """
 
 from __future__ import annotations
@@ -153,6 +156,37 @@ class _Reader:
         n = self.i32()
         return b"" if n < 0 else self._take(n)
 
+    def uvarint(self) -> int:
+        shift = 0
+        value = 0
+        while True:
+            (b,) = self._take(1)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise SchemaError("unsigned varint longer than five bytes")
+
+    def compact_nullable_string(self) -> str | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self._take(n).decode("utf-8")
+
+    def compact_string(self) -> str:
+        value = self.compact_nullable_string()
+        if value is None:
+            raise SchemaError("null where Kafka's schema requires a string")
+        return value
+
+    def compact_bytes(self) -> bytes:
+        n = self.uvarint() - 1
+        return b"" if n < 0 else self._take(n)
+
+    def tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
     def done(self) -> None:
         if self.pos != len(self.buf):
             raise SchemaError(f"{len(self.buf) - self.pos} trailing bytes after record")
@@ -219,6 +253,9 @@ def decode_offset_value(raw: bytes) -> CommittedOffset:
         value = CommittedOffset(r.i64(), -1, r.string(), r.i64())
     elif version == 3:
         value = CommittedOffset(r.i64(), r.i32(), r.string(), r.i64())
+    elif version == 4:
+        value = CommittedOffset(r.i64(), r.i32(), r.compact_string(), r.i64())
+        r.tagged_fields()
     else:
         raise SchemaError(f"unknown offset commit value version {version}")
     r.done()
@@ -253,27 +290,34 @@ def group_value(value: GroupRecord) -> bytes:
 def decode_group_value(raw: bytes) -> GroupRecord:
     r = _Reader(raw)
     version = r.i16()
-    if not 0 <= version <= 3:
+    if not 0 <= version <= 4:
         raise SchemaError(f"unknown group metadata value version {version}")
-    protocol_type = r.string()
+    flexible = version >= 4
+    string = r.compact_string if flexible else r.string
+    nullable_string = r.compact_nullable_string if flexible else r.nullable_string
+    bytes_ = r.compact_bytes if flexible else r.bytes_
+    protocol_type = string()
     generation = r.i32()
-    protocol_name = r.nullable_string()
-    leader = r.nullable_string()
+    protocol_name = nullable_string()
+    leader = nullable_string()
     state_ts = r.i64() if version >= 2 else -1
+    count = r.uvarint() - 1 if flexible else r.i32()
     members = []
-    for _ in range(max(r.i32(), 0)):
-        member_id = r.string()
-        instance_id = r.nullable_string() if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
+    for _ in range(max(count, 0)):
+        member_id = string()
+        instance_id = nullable_string() if version >= 3 else None
+        client_id = string()
+        client_host = string()
         if version >= 1:
             rebalance_timeout = r.i32()
             session_timeout = r.i32()
         else:
             session_timeout = r.i32()
             rebalance_timeout = session_timeout
-        subscription = r.bytes_()
-        assignment = r.bytes_()
+        subscription = bytes_()
+        assignment = bytes_()
+        if flexible:
+            r.tagged_fields()
         members.append(
             MemberRecord(
                 member_id,
@@ -286,5 +330,7 @@ def decode_group_value(raw: bytes) -> GroupRecord:
                 assignment,
             )
         )
+    if flexible:
+        r.tagged_fields()
     r.done()
     return GroupRecord(protocol_type, generation, protocol_name, leader, state_ts, tuple(members))

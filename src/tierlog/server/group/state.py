@@ -59,6 +59,7 @@ from enum import Enum
 
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.config import GroupCoordinatorConfig
+from tierlog.server.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from tierlog.server.group.model import (
     UNKNOWN_MEMBER_ID,
     DescribedGroup,
@@ -787,6 +788,43 @@ class Group:
             if now_ms - base >= retention_ms:
                 expired.append(tp)
         return expired
+
+    def offsets_to_delete(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[TopicPartition]]:
+        """OffsetDelete: the group's error, each partition's error, and what to tombstone.
+
+        Kafka's rules: an Empty group may lose any offset; a ``consumer`` group with members
+        may lose the offsets of topics none of its members subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC for the others); any other group with members answers
+        NON_EMPTY_GROUP. A partition with no committed offset succeeds with nothing to write.
+        """
+        if self.state is DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
+        if self.state is not EMPTY and self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP, {}, []
+        consumed = frozenset[str]() if self.state is EMPTY else self.subscribed_topics()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        eligible: list[TopicPartition] = []
+        for tp in partitions:
+            if consumed is None or tp.topic in consumed:
+                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            errors[tp] = ErrorCode.NONE
+            if tp in self.offsets and tp not in eligible:
+                eligible.append(tp)
+        return ErrorCode.NONE, errors, eligible
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """Every topic some member subscribes to, under the selected protocol; None when a
+        subscription cannot be read (then every topic counts as subscribed)."""
+        topics: set[str] = set()
+        for m in self.members.values():
+            one = subscribed_topics(m.metadata_for(self.protocol_name))
+            if one is None:
+                return None
+            topics |= one
+        return frozenset(topics)
 
     def mark_dead(self, now_ms: int) -> None:
         self._transition(DEAD, now_ms)

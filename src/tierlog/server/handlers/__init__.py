@@ -52,6 +52,7 @@ _GROUPS: dict[ApiKey, _Simple] = {
     ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
 }
 
 

@@ -312,3 +312,27 @@ async def handle_delete_groups(state: BrokerState, req: Request) -> Any:
     return _resp(
         req, results=[{"group_id": r.group_id, "error_code": r.error_code} for r in result.results]
     )
+
+
+async def handle_offset_delete(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    result = await state.groups.delete_offsets(
+        gm.OffsetDeleteRequest(
+            group_id=body.group_id,
+            partitions=tuple(
+                gm.TopicPartition(t.name, int(p.partition_index))
+                for t in body.topics
+                for p in t.partitions
+            ),
+        )
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in result.partitions:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error_code}
+        )
+    return _resp(
+        req,
+        error_code=result.error_code,
+        topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()],
+    )
