@@ -17,10 +17,11 @@ from tierlog.server.fetch_sessions import (
     FetchSessionCache,
     next_epoch,
 )
+from tierlog.server.purgatory import FetchPurgatory
 
 _NIL = uuid.UUID(int=0)
-#: The purgatory's notification counts, as the sessions see them.
-CHANGES: dict[Any, int] = {}
+#: The purgatory whose notifications the sessions see.
+PURGATORY = FetchPurgatory()
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _ctx(
         privileged=privileged,
         uses_topic_ids=ids,
         names=_names,
-        changes=lambda key: CHANGES.get(key, 0),
+        changes=PURGATORY.changes,
     )
 
 
@@ -274,7 +275,7 @@ def test_quiet_partitions_are_read_again_only_when_notified_or_at_the_recheck() 
     ctx = _ctx(cache, sid, 1, [])
     assert _read(ctx) == [] and ctx.wait_keys == {("q", None)}
     assert ctx.respond([]) == ([], sid, ErrorCode.NONE)
-    CHANGES[("q", 1)] = CHANGES.get(("q", 1), 0) + 1  # an append to q-1
+    PURGATORY.notify(("q", 1))  # an append to q-1
     ctx = _ctx(cache, sid, 2, [])
     assert _read(ctx) == [("q", 1)]
     out = ctx.respond(_answer(ctx.topics, hw=11, records={("q", 1)}))[0]
@@ -293,9 +294,9 @@ def test_a_partition_read_before_a_wait_is_read_again_after_it() -> None:
     topics = [T("w", [P(i, fetch_offset=10) for i in range(2)])]
     ctx = _ctx(cache, 0, 0, topics)
     sid = ctx.respond(_answer(topics))[1]
-    CHANGES[("w", 0)] = CHANGES.get(("w", 0), 0) + 1
+    PURGATORY.notify(("w", 0))
     ctx = _ctx(cache, sid, 1, [])
     assert _read(ctx) == [("w", 0)]
-    CHANGES[("w", 1)] = CHANGES.get(("w", 1), 0) + 1  # woken by another append
+    PURGATORY.notify(("w", 1))  # woken by another append
     assert ctx.reread()
     assert _read(ctx) == [("w", 0), ("w", 1)]

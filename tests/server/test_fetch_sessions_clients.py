@@ -1,10 +1,11 @@
 """Fetch sessions (KIP-227) with real consumers against a real broker: many partitions
-consumed correctly, and the broker's session metrics show the sessions in use."""
+consumed correctly, and the broker's session metrics show the sessions in use; and the
+session rules on the wire."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
+from typing import Any
 
 import confluent_kafka as ck
 import kafka
@@ -13,6 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.broker import BrokerProcess
 from helpers.poll import wait_until
+from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.errors import ErrorCode
 
 PARTITIONS = 64
 PER_PARTITION = 20
@@ -81,6 +85,8 @@ def test_kafka_python_consumes_many_partitions_through_a_session(broker: BrokerP
 
 
 def test_confluent_kafka_consumes_many_partitions(broker: BrokerProcess) -> None:
+    """librdkafka 2.16 does not implement KIP-227: its fetches are full ones, and must keep
+    working next to the session cache."""
     _fill(broker, "fs-ck")
     c = ck.Consumer(
         {
@@ -106,7 +112,79 @@ def test_confluent_kafka_consumes_many_partitions(broker: BrokerProcess) -> None
         _produce_more(broker, "fs-ck", late)
         wait_until(lambda: drain(PARTITIONS * PER_PARTITION + len(late)), timeout_s=60)
         assert sorted(got) == sorted(_expected(late, True))
-        time.sleep(0.5)
-        print("incremental", _metric(broker, "tierlog_fetch_incremental_requests_total"))
     finally:
         c.close()
+
+
+def _fetch(
+    c: WireConnection,
+    session_id: int,
+    epoch: int,
+    parts: dict[int, int],
+    forgotten: list[int] | None = None,
+) -> Any:
+    """Fetch v12 of topic fs-wire: ``parts`` maps partition to fetch offset."""
+    return c.call(
+        ApiKey.FETCH,
+        12,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            {
+                "topic": "fs-wire",
+                "partitions": [
+                    {
+                        "partition": p,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": off,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                    for p, off in parts.items()
+                ],
+            }
+        ]
+        if parts
+        else [],
+        forgotten_topics_data=[{"topic": "fs-wire", "partitions": forgotten}] if forgotten else [],
+        rack_id="",
+    )
+
+
+def _answered(r: Any) -> list[int]:
+    return sorted(int(p.partition_index) for t in r.responses for p in t.partitions)
+
+
+def test_session_rules_on_the_wire(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("fs-wire", 4, 1)])["fs-wire"].result(30)
+    with WireConnection.to_bootstrap(broker.bootstrap) as c:
+        full = _fetch(c, 0, 0, {p: 0 for p in range(4)})
+        sid = int(full.session_id)
+        assert full.error_code == 0 and sid != 0 and _answered(full) == [0, 1, 2, 3]
+        idle = _fetch(c, sid, 1, {})
+        assert (idle.error_code, idle.session_id, _answered(idle)) == (0, sid, [])
+        _produce_more(broker, "fs-wire", range(2, 3))
+        news = _fetch(c, sid, 2, {})
+        assert _answered(news) == [2]
+        assert news.responses[0].partitions[0].records
+        moved = _fetch(c, sid, 3, {2: 1}, forgotten=[0])
+        assert (
+            _answered(moved) == []
+            and _metric(broker, "tierlog_fetch_session_partitions_cached") == 3
+        )
+        wrong = _fetch(c, sid, 7, {})
+        assert (wrong.error_code, wrong.session_id) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0)
+        missing = _fetch(c, sid + 1, 1, {})
+        assert missing.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        assert _fetch(c, sid, 4, {}).error_code == 0  # the session outlived both errors
+        closed = _fetch(c, sid, -1, {1: 0})
+        assert (closed.error_code, closed.session_id, _answered(closed)) == (0, 0, [1])
+        assert _fetch(c, sid, 5, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert _metric(broker, "tierlog_fetch_sessions") == 0

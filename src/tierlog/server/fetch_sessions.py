@@ -69,7 +69,7 @@ MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 
 #: How long a quiet partition may go unread: log start offset moves (retention,
 #: DeleteRecords) notify no fetch, and reach an incremental response within this time.
-QUIET_PARTITION_RECHECK_MS = 1000
+QUIET_PARTITION_RECHECK_MS = 5000
 
 #: A request topic (or forgotten topic) to its (name, topic id); one of the two may be blank.
 _Names = Callable[[Any], tuple[str, uuid.UUID]]
@@ -165,6 +165,8 @@ class FetchSession:
     cached_size: int = -1
     #: When every partition, quiet or not, was last read.
     last_sweep_ms: int = 0
+    #: The purgatory's notification count of each topic at the last ``to_read``.
+    topics_seen: dict[str, int] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -199,18 +201,30 @@ class FetchSession:
 
         A quiet partition is left out unless the purgatory has been notified for it since it
         was read, or ``sweep`` asks for every partition. Whatever is read stops being quiet
-        until its answer says otherwise, so a re-read after a wait covers it again.
+        until its answer says otherwise, so a re-read after a wait covers it again. A topic
+        none of whose partitions was notified since the last look (one count per topic) has
+        its quiet partitions skipped without a look at each.
         """
         out: list[SessionTopic] = []
         keys: set[Hashable] = set()
         by_id = self.uses_topic_ids
+        seen_topics = self.topics_seen
+        looked: dict[str, int] = {}
         last: SessionTopic | None = None
         last_topic: str | None = None
+        moved = True
         for part in self.partitions.values():
             if part.topic != last_topic:
                 last_topic = part.topic
-                keys.add(topic_key(part.topic))
-            if part.quiet and not sweep and changes((part.topic, part.partition)) == part.seen:
+                tkey = topic_key(part.topic)
+                keys.add(tkey)
+                count = looked[part.topic] = changes(tkey)
+                moved = seen_topics.get(part.topic) != count
+            if (
+                part.quiet
+                and not sweep
+                and (not moved or changes((part.topic, part.partition)) == part.seen)
+            ):
                 continue
             part.quiet = False
             if last is not None and (
@@ -220,6 +234,7 @@ class FetchSession:
             else:
                 last = SessionTopic(part.topic, part.topic_id, [part])
                 out.append(last)
+        self.topics_seen = looked
         return out, keys
 
 
@@ -272,7 +287,7 @@ class FetchContext:
             return read, INVALID_SESSION_ID, self.error
         session = self.session
         assert session is not None and self.changes is not None
-        if session.epoch != self.expected_epoch or self.cache.get(session.id) is not session:
+        if session.epoch != self.expected_epoch:
             return [], session.id, ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return _select(session, self.topics, read, self.changes), session.id, ErrorCode.NONE
 

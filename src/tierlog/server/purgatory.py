@@ -6,9 +6,9 @@ them completes the future, and the fetch re-reads. There is no polling: a fetch 
 
 Keys are ``(topic, partition)``. A waiter may also register under ``topic_key(topic)`` to
 hear every partition of the topic: a fetch session of 1,000 partitions waits under its few
-topics instead of 1,000 keys. ``changes(key)`` counts the notifications of a partition, so
-a fetch session can tell which of its partitions moved without reading them (one int per
-partition ever notified).
+topics instead of 1,000 keys. ``changes(key)`` counts the notifications of a partition (and,
+under its topic key, of all partitions of a topic), so a fetch session can tell which of
+its partitions moved without reading them (one int per partition and topic ever notified).
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ class FetchPurgatory:
     def notify(self, key: Hashable) -> None:
         self._changes[key] = self._changes.get(key, 0) + 1
         if isinstance(key, tuple) and len(key) == 2 and key[1] is not None:
-            self._wake(topic_key(key[0]))
+            tkey = topic_key(key[0])
+            self._changes[tkey] = self._changes.get(tkey, 0) + 1
+            self._wake(tkey)
         self._wake(key)
 
     def _wake(self, key: Hashable) -> None:
