@@ -5,10 +5,11 @@ each limited by ``min(partition_max_bytes, bytes left in max_bytes)``; the first
 that has data may exceed the limit by one batch (``minOneMessage``) so a consumer can always
 make progress. If fewer than ``min_bytes`` are available and no partition has an error, the
 request waits in the purgatory until an append to one of its partitions or ``max_wait``,
-then reads again. Only this connection waits. A request that read remote data answers as
-soon as its remote reads are done, even below ``min_bytes`` (Kafka's DelayedRemoteFetch):
+then reads again. Only this connection waits. A request whose remote reads returned data
+answers as soon as they are done, even below ``min_bytes`` (Kafka's DelayedRemoteFetch):
 waiting would only delay what the remote tier already gave, and reading again would fetch
-it again.
+it again. Remote reads left empty (the fetch quota, ``remote.fetch.max.wait.ms``) wait as
+a local fetch does, so a consumer is not answered empty in a loop.
 
 Fetch sessions (KIP-227) are kept by ``BrokerState.fetch_sessions`` (see
 ``tierlog.server.fetch_sessions``): its context says which partitions a request reads (those
@@ -216,7 +217,7 @@ class _ReadPass:
 async def _read_all(
     state: BrokerState, plan: _Plan, max_bytes: int, read_committed: bool, follower: bool
 ) -> tuple[list[FetchTopic], int, bool, bool]:
-    """Read every partition once; returns (topics, record bytes, any error, any remote read).
+    """Read every partition once; returns (topics, record bytes, any error, remote data read).
 
     Local partitions are read in request order. A partition whose offset is in the remote
     range gets its byte budget reserved at its place in that order (so the whole response
@@ -236,16 +237,18 @@ async def _read_all(
             if plog is not None:
                 read.append((fp, plog))
         topics.append(ft)
+    remote_data = False
     if remote:
         got, error = await _read_remote(state, remote, read_committed)
         reading.total += got
         reading.any_error |= error
+        remote_data = got > 0
     # offsets may have moved during the reads (appends): report them afterwards
     for fp, plog in read:
         fp.high_watermark = plog.high_watermark
         fp.last_stable_offset = plog.last_stable_offset
         fp.log_start_offset = plog.log_start_offset
-    return topics, reading.total, reading.any_error, bool(remote)
+    return topics, reading.total, reading.any_error, remote_data
 
 
 async def _read_remote(
@@ -316,11 +319,11 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     plan = _resolve(state, ctx.topics, version)
     deadline = time.monotonic() + max_wait_s
     while True:
-        topics, total, any_error, remote = await _read_all(
+        topics, total, any_error, remote_data = await _read_all(
             state, plan, max_bytes, read_committed, follower
         )
         remaining = deadline - time.monotonic()
-        if any_error or remote or total >= min_bytes or remaining <= 0 or state.shutting_down:
+        if any_error or remote_data or total >= min_bytes or remaining <= 0 or state.shutting_down:
             break
         keys = plan.keys if ctx.wait_keys is None else ctx.wait_keys
         if not await state.purgatory.wait(keys, remaining):
