@@ -5,6 +5,7 @@ session rules on the wire."""
 from __future__ import annotations
 
 import urllib.request
+import uuid
 from typing import Any
 
 import confluent_kafka as ck
@@ -188,3 +189,64 @@ def test_session_rules_on_the_wire(broker: BrokerProcess) -> None:
         assert (closed.error_code, closed.session_id, _answered(closed)) == (0, 0, [1])
         assert _fetch(c, sid, 5, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert _metric(broker, "tierlog_fetch_sessions") == 0
+
+
+def _fetch_by_id(
+    c: WireConnection, session_id: int, epoch: int, topic_id: uuid.UUID, parts: dict[int, int]
+) -> Any:
+    """Fetch v13 (topic ids): ``parts`` maps partition to fetch offset."""
+    return c.call(
+        ApiKey.FETCH,
+        13,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": off,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                    for p, off in parts.items()
+                ],
+            }
+        ]
+        if parts
+        else [],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def test_a_session_by_topic_ids_and_a_version_switch(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("fs-ids", 2, 1)])["fs-ids"].result(30)
+    with WireConnection.to_bootstrap(broker.bootstrap) as c:
+        meta = c.call(
+            ApiKey.METADATA,
+            12,
+            topics=[{"topic_id": uuid.UUID(int=0), "name": "fs-ids"}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        tid = meta.topics[0].topic_id
+        full = _fetch_by_id(c, 0, 0, tid, {0: 0, 1: 0})
+        sid = int(full.session_id)
+        assert sid != 0 and _answered(full) == [0, 1]
+        assert full.responses[0].topic_id == tid
+        assert _answered(_fetch_by_id(c, sid, 1, tid, {})) == []
+        _produce_more(broker, "fs-ids", range(1, 2))
+        news = _fetch_by_id(c, sid, 2, tid, {})
+        assert _answered(news) == [1] and news.responses[0].topic_id == tid
+        switched = _fetch(c, sid, 3, {})  # v12 (names) into a session of topic ids
+        assert switched.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
