@@ -250,3 +250,24 @@ def test_a_session_by_topic_ids_and_a_version_switch(broker: BrokerProcess) -> N
         assert _answered(news) == [1] and news.responses[0].topic_id == tid
         switched = _fetch(c, sid, 3, {})  # v12 (names) into a session of topic ids
         assert switched.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+
+
+def test_a_full_cache_answers_sessionless_and_zero_slots_never_open_one(
+    broker_factory: Any,
+) -> None:
+    one = broker_factory({"max.incremental.fetch.session.cache.slots": "1"})
+    none = broker_factory({"max.incremental.fetch.session.cache.slots": "0"})
+    for b in (one, none):
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("fs-wire", 2, 1)])["fs-wire"].result(30)
+    with WireConnection.to_bootstrap(one.bootstrap) as c:
+        first = _fetch(c, 0, 0, {0: 0, 1: 0})
+        second = _fetch(c, 0, 0, {0: 0})  # a young session of more partitions: not evicted
+        assert first.session_id != 0
+        assert (second.error_code, second.session_id, _answered(second)) == (0, 0, [0])
+    assert _metric(one, "tierlog_fetch_sessions") == 1
+    assert _metric(one, "tierlog_fetch_session_evictions_total") == 0
+    with WireConnection.to_bootstrap(none.bootstrap) as c:
+        full = _fetch(c, 0, 0, {0: 0, 1: 0})
+        assert (full.error_code, full.session_id, _answered(full)) == (0, 0, [0, 1])
+    assert _metric(none, "tierlog_fetch_sessions") == 0
