@@ -262,7 +262,7 @@ def test_a_full_cache_answers_sessionless_and_zero_slots_never_open_one(
         admin.create_topics([NewTopic("fs-wire", 2, 1)])["fs-wire"].result(30)
     with WireConnection.to_bootstrap(one.bootstrap) as c:
         first = _fetch(c, 0, 0, {0: 0, 1: 0})
-        second = _fetch(c, 0, 0, {0: 0})  # a young session of more partitions: not evicted
+        second = _fetch(c, 0, 0, {0: 0})  # the one session is young: no consumer evicts it
         assert first.session_id != 0
         assert (second.error_code, second.session_id, _answered(second)) == (0, 0, [0])
     assert _metric(one, "tierlog_fetch_sessions") == 1
