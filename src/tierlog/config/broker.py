@@ -98,6 +98,10 @@ class BrokerConfig:
         return int(self.values["fetch.max.bytes"])
 
     @property
+    def max_incremental_fetch_session_cache_slots(self) -> int:
+        return int(self.values["max.incremental.fetch.session.cache.slots"])
+
+    @property
     def metrics_listener(self) -> tuple[str, int] | None:
         url = self.values["metrics.listener"]
         if not url:

@@ -204,6 +204,14 @@ BROKER_KEYS.add(
         at_least(1024),
     ),
     K(
+        "max.incremental.fetch.session.cache.slots",
+        INT,
+        1000,
+        "Most incremental fetch sessions (KIP-227) the broker keeps; 0 answers every Fetch "
+        "as a full one.",
+        at_least(0),
+    ),
+    K(
         "compression.type",
         STR,
         "producer",

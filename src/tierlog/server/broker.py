@@ -26,6 +26,11 @@ from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
+from tierlog.server.fetch_metrics import FetchCollector
+from tierlog.server.fetch_sessions import (
+    MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+    FetchSessionCache,
+)
 from tierlog.server.groups_wiring import build_group_coordinator
 from tierlog.server.handlers import register_all
 from tierlog.server.log_cleaner import CleanerCollector, cleaner_config_for
@@ -85,6 +90,10 @@ class Broker:
         self.metrics.add_partition_source(self._partition_stats)
         cleaner = logs.start_cleaner(cleaner_config_for(cfg))
         self.metrics.registry.register(CleanerCollector(cleaner.health))
+        fetch_sessions = FetchSessionCache(
+            cfg.max_incremental_fetch_session_cache_slots, MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+        )
+        self.metrics.registry.register(FetchCollector(fetch_sessions, purgatory))
         metrics_addr = cfg.metrics_listener
         if metrics_addr is not None:
             self.metrics_port = self.metrics.serve(*metrics_addr)
@@ -112,6 +121,7 @@ class Broker:
             producer_ids=producer_ids,
             groups=await build_group_coordinator(cfg, topics, advertised),
             advertised=advertised,
+            fetch_sessions=fetch_sessions,
             tiering=tiering,
         )
         self.state = state
@@ -191,6 +201,7 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
             await state.groups.close()
+            state.fetch_sessions.close()
             if state.tiering is not None:
                 await state.tiering.close()
             state.logs.shutdown()

@@ -113,6 +113,27 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "tierlog_remote_index_cache_size_bytes", "gauge", "", "Bytes of cached remote indexes."
     ),
+    # fetch (tierlog.server.fetch_metrics)
+    MetricDoc("tierlog_fetch_sessions", "gauge", "", "Incremental fetch sessions in the cache."),
+    MetricDoc(
+        "tierlog_fetch_session_partitions_cached",
+        "gauge",
+        "",
+        "Partitions held by all incremental fetch sessions.",
+    ),
+    MetricDoc("tierlog_fetch_session_evictions_total", "counter", "", "Fetch sessions evicted."),
+    MetricDoc(
+        "tierlog_fetch_incremental_requests_total",
+        "counter",
+        "",
+        "Fetches answered from a session.",
+    ),
+    MetricDoc(
+        "tierlog_fetch_purgatory_waits_total",
+        "counter",
+        "",
+        "Fetches that waited in the purgatory for data or fetch.max.wait.ms.",
+    ),
     # log cleaner (tierlog.server.log_cleaner)
     MetricDoc(
         "tierlog_log_cleaner_max_dirty_percent",

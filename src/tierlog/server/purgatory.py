@@ -3,6 +3,12 @@
 A waiting fetch registers one future under every partition it reads; an append to any of
 them completes the future, and the fetch re-reads. There is no polling: a fetch with
 ``max_wait_ms`` and no new data costs one timer and one future.
+
+Keys are ``(topic, partition)``. A waiter may also register under ``topic_key(topic)`` to
+hear every partition of the topic: a fetch session of 1,000 partitions waits under its few
+topics instead of 1,000 keys. ``changes(key)`` counts the notifications of a partition (and,
+under its topic key, of all partitions of a topic), so a fetch session can tell which of
+its partitions moved without reading them (one int per partition and topic ever notified).
 """
 
 from __future__ import annotations
@@ -11,9 +17,17 @@ import asyncio
 from collections.abc import Hashable, Iterable
 
 
+def topic_key(topic: str) -> tuple[str, None]:
+    """The key under which a waiter hears every partition of ``topic``."""
+    return (topic, None)
+
+
 class FetchPurgatory:
     def __init__(self) -> None:
         self._waiters: dict[Hashable, set[asyncio.Future[None]]] = {}
+        #: Fetches that have waited here (a metric: an answer given at once never does).
+        self.waits = 0
+        self._changes: dict[Hashable, int] = {}
 
     @property
     def waiting(self) -> int:
@@ -23,6 +37,7 @@ class FetchPurgatory:
         """Wait until one of ``keys`` is notified or the timeout passes; True if notified."""
         if timeout_s <= 0:
             return False
+        self.waits += 1
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(keys)
         for k in keys:
@@ -42,7 +57,19 @@ class FetchPurgatory:
             if not fut.done():
                 fut.cancel()
 
+    def changes(self, key: Hashable) -> int:
+        """How many times ``key`` has been notified."""
+        return self._changes.get(key, 0)
+
     def notify(self, key: Hashable) -> None:
+        self._changes[key] = self._changes.get(key, 0) + 1
+        if isinstance(key, tuple) and len(key) == 2 and key[1] is not None:
+            tkey = topic_key(key[0])
+            self._changes[tkey] = self._changes.get(tkey, 0) + 1
+            self._wake(tkey)
+        self._wake(key)
+
+    def _wake(self, key: Hashable) -> None:
         ws = self._waiters.pop(key, None)
         if not ws:
             return
@@ -53,4 +80,4 @@ class FetchPurgatory:
     def notify_all(self) -> None:
         """Used at shutdown so waiting fetches answer at once."""
         for key in list(self._waiters):
-            self.notify(key)
+            self._wake(key)

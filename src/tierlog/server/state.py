@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
+from tierlog.server.fetch_sessions import FetchSessionCache
 from tierlog.server.group import GroupCoordinator
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
@@ -34,6 +35,8 @@ class BrokerState:
     groups: GroupCoordinator
     #: (host, port) given to clients: the bound listener's (port 0 support) unless advertised.
     advertised: tuple[str, int]
+    #: Incremental fetch sessions (KIP-227), bounded by max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionCache
     #: The RemoteLogManager and its lifecycle hooks; None when tiered storage is off.
     tiering: Tiering | None = None
     shutting_down: bool = False

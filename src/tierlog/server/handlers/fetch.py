@@ -5,10 +5,15 @@ each limited by ``min(partition_max_bytes, bytes left in max_bytes)``; the first
 that has data may exceed the limit by one batch (``minOneMessage``) so a consumer can always
 make progress. If fewer than ``min_bytes`` are available and no partition has an error, the
 request waits in the purgatory until an append to one of its partitions or ``max_wait``,
-then reads again. Only this connection waits.
+then reads again. Only this connection waits. A request whose remote reads returned data
+answers as soon as they are done, even below ``min_bytes`` (Kafka's DelayedRemoteFetch):
+waiting would only delay what the remote tier already gave, and reading again would fetch
+it again. Remote reads left empty (the fetch quota, ``remote.fetch.max.wait.ms``) wait as
+a local fetch does, so a consumer is not answered empty in a loop.
 
-Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells the
-client to keep sending full requests.
+Fetch sessions (KIP-227) are kept by ``BrokerState.fetch_sessions`` (see
+``tierlog.server.fetch_sessions``): its context says which partitions a request reads (those
+it names, or its whole session's) and which of them the response carries.
 
 Each requested partition takes one of the paths of ``FetchPath``, chosen by ``route`` before
 anything is read: the local log (hot), the RemoteLogManager (tiered), the answer a follower
@@ -27,15 +32,15 @@ from __future__ import annotations
 import enum
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tierlog.log import PartitionLog
-from tierlog.protocol.api_keys import ApiKey
-from tierlog.protocol.builder import mk
-from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.codec import Request
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from tierlog.server.fetch_sessions import ContextKind, FetchContext
 from tierlog.server.router import RawReply
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import RemoteFetchRequest
@@ -102,9 +107,9 @@ class _Plan:
     keys: list[tuple[str, int]]
 
 
-def _resolve(state: BrokerState, body: Any, version: int) -> _Plan:
+def _resolve(state: BrokerState, topics: Sequence[Any], version: int) -> _Plan:
     plan = _Plan([], [])
-    for t in body.topics:
+    for t in topics:
         if version >= 13:
             info = state.topics.by_id(t.topic_id)
             name = info.name if info is not None else ""
@@ -211,8 +216,8 @@ class _ReadPass:
 
 async def _read_all(
     state: BrokerState, plan: _Plan, max_bytes: int, read_committed: bool, follower: bool
-) -> tuple[list[FetchTopic], int, bool]:
-    """Read every partition once; returns (topics, record bytes, any error).
+) -> tuple[list[FetchTopic], int, bool, bool]:
+    """Read every partition once; returns (topics, record bytes, any error, remote data read).
 
     Local partitions are read in request order. A partition whose offset is in the remote
     range gets its byte budget reserved at its place in that order (so the whole response
@@ -232,16 +237,18 @@ async def _read_all(
             if plog is not None:
                 read.append((fp, plog))
         topics.append(ft)
+    remote_data = False
     if remote:
         got, error = await _read_remote(state, remote, read_committed)
         reading.total += got
         reading.any_error |= error
+        remote_data = got > 0
     # offsets may have moved during the reads (appends): report them afterwards
     for fp, plog in read:
         fp.high_watermark = plog.high_watermark
         fp.last_stable_offset = plog.last_stable_offset
         fp.log_start_offset = plog.log_start_offset
-    return topics, reading.total, reading.any_error
+    return topics, reading.total, reading.any_error, remote_data
 
 
 async def _read_remote(
@@ -277,31 +284,58 @@ def _is_follower(body: Any, version: int) -> bool:
     return int(getattr(body, "replica_id", -1)) >= 0
 
 
+def _session_context(state: BrokerState, body: Any, version: int, follower: bool) -> FetchContext:
+    """The request's fetch session context (requests before v7 carry none: sessionless)."""
+
+    def names(t: Any) -> tuple[str, uuid.UUID]:
+        return ("", t.topic_id) if version >= 13 else (t.topic, _NIL)
+
+    return state.fetch_sessions.new_context(
+        int(getattr(body, "session_id", 0)),
+        int(getattr(body, "session_epoch", -1)),
+        body.topics,
+        getattr(body, "forgotten_topics_data", ()),
+        privileged=follower,
+        uses_topic_ids=version >= 13,
+        names=names,
+        changes=state.purgatory.changes,
+    )
+
+
 async def handle_fetch(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
-    session_id = int(getattr(body, "session_id", 0))
-    if session_id != 0:
-        return mk(
-            response_schema(ApiKey.FETCH, version),
-            throttle_time=0,
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            session_id=0,
-            responses=[],
+    follower = _is_follower(body, version)
+    ctx = _session_context(state, body, version, follower)
+    if ctx.kind is ContextKind.ERROR:
+        buffers, size = encode_fetch_response(
+            version, req.header.correlation_id, [], error_code=int(ctx.error)
         )
+        return RawReply(buffers, size)
     max_wait_s = body.max_wait.total_seconds()
     min_bytes = int(body.min_bytes)
     max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), state.config.fetch_max_bytes)
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
-    follower = _is_follower(body, version)
-    plan = _resolve(state, body, version)
+    plan = _resolve(state, ctx.topics, version)
     deadline = time.monotonic() + max_wait_s
     while True:
-        topics, total, any_error = await _read_all(state, plan, max_bytes, read_committed, follower)
+        topics, total, any_error, remote_data = await _read_all(
+            state, plan, max_bytes, read_committed, follower
+        )
         remaining = deadline - time.monotonic()
-        if any_error or total >= min_bytes or remaining <= 0 or state.shutting_down:
+        if any_error or remote_data or total >= min_bytes or remaining <= 0 or state.shutting_down:
             break
-        if not await state.purgatory.wait(plan.keys, remaining):
+        keys = plan.keys if ctx.wait_keys is None else ctx.wait_keys
+        if not await state.purgatory.wait(keys, remaining):
             break  # timed out; nothing was appended since the last read
-    buffers, size = encode_fetch_response(version, req.header.correlation_id, topics)
+        if ctx.reread():
+            plan = _resolve(state, ctx.topics, version)
+    topics, session_id, error = ctx.respond(topics)
+    buffers, size = encode_fetch_response(
+        version,
+        req.header.correlation_id,
+        topics,
+        error_code=int(error),
+        session_id=session_id,
+    )
     return RawReply(buffers, size)

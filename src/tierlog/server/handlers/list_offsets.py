@@ -5,11 +5,18 @@ LATEST_TIERED (v9+) come straight from the log's offsets; -4 and -5 carry the le
 of the offset they return (Kafka's ``epochForOffset``). A real timestamp is looked up in the
 local segments; on a tiered partition the RemoteLogManager does the lookup on its reader pool
 (remote indexes only when the data has left the local tier), so the loop never blocks.
+
+The partitions of a request are resolved concurrently. From v10 the request's ``TimeoutMs``
+(KIP-1075) is the one deadline of all its remote lookups: a partition whose lookup is not
+done by then answers REQUEST_TIMED_OUT, the others their offsets. Before v10 the deadline is
+``remote.list.offsets.request.timeout.ms``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 from tierlog.protocol.api_keys import ApiKey
@@ -37,7 +44,14 @@ def _result(idx: int, code: int, ts: int = -1, offset: int = -1, epoch: int = -1
 
 
 async def lookup(
-    state: BrokerState, plog: Any, topic: str, idx: int, ts: int, version: int, committed: bool
+    state: BrokerState,
+    plog: Any,
+    topic: str,
+    idx: int,
+    ts: int,
+    version: int,
+    committed: bool,
+    timeout_ms: int | None = None,
 ) -> dict[str, Any]:
     need = _MIN_VERSION.get(ts)
     if need is not None and version < need:
@@ -59,7 +73,7 @@ async def lookup(
         found = plog.offset_for_max_timestamp()
     elif ts >= 0:
         if state.tiering is not None and plog.remote_enabled:
-            found = await state.tiering.rlm.offset_for_timestamp(plog, ts)
+            found = await state.tiering.rlm.offset_for_timestamp(plog, ts, timeout_ms)
         else:
             found = plog.offset_for_timestamp(ts)
     else:
@@ -73,33 +87,55 @@ async def lookup(
     return _result(idx, 0, timestamp, offset, epoch if epoch is not None else -1)
 
 
+async def _partition(
+    state: BrokerState,
+    name: str,
+    p: Any,
+    version: int,
+    committed: bool,
+    deadline: float | None,
+) -> dict[str, Any]:
+    idx = int(p.partition_index)
+    plog = state.topics.get_log(name, idx)
+    if plog is None:
+        return _result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    epoch_error = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+    if epoch_error is not None:
+        return _result(idx, epoch_error)
+    timeout_ms = None
+    if deadline is not None:
+        timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    try:
+        return await lookup(
+            state, plog, name, idx, int(p.timestamp), version, committed, timeout_ms
+        )
+    except KafkaError as e:
+        return _result(idx, e.code)
+    except Exception:
+        # e.g. a timestamp search over a segment that retention closed meanwhile:
+        # this partition's error (the client retries), not a failed request
+        log.exception("ListOffsets for %s-%d failed", name, idx)
+        return _result(idx, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
 async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
     committed = int(getattr(body, "isolation_level", 0)) == 1
+    deadline = None
+    if version >= 10 and body.timeout.total_seconds() > 0:
+        deadline = time.monotonic() + body.timeout.total_seconds()
+    resolved = await asyncio.gather(
+        *(
+            _partition(state, t.name, p, version, committed, deadline)
+            for t in body.topics
+            for p in t.partitions
+        )
+    )
     topics: list[dict[str, Any]] = []
+    at = 0
     for t in body.topics:
-        parts: list[dict[str, Any]] = []
-        for p in t.partitions:
-            idx = int(p.partition_index)
-            plog = state.topics.get_log(t.name, idx)
-            if plog is None:
-                parts.append(_result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            epoch_error = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
-            if epoch_error is not None:
-                parts.append(_result(idx, epoch_error))
-                continue
-            try:
-                parts.append(
-                    await lookup(state, plog, t.name, idx, int(p.timestamp), version, committed)
-                )
-            except KafkaError as e:
-                parts.append(_result(idx, e.code))
-            except Exception:
-                # e.g. a timestamp search over a segment that retention closed meanwhile:
-                # this partition's error (the client retries), not a failed request
-                log.exception("ListOffsets for %s-%d failed", t.name, idx)
-                parts.append(_result(idx, ErrorCode.UNKNOWN_SERVER_ERROR))
-        topics.append({"name": t.name, "partitions": parts})
+        n = len(t.partitions)
+        topics.append({"name": t.name, "partitions": list(resolved[at : at + n])})
+        at += n
     return mk(response_schema(ApiKey.LIST_OFFSETS, version), throttle_time=0, topics=topics)
