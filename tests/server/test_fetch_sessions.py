@@ -177,7 +177,7 @@ def test_partitions_with_records_move_to_the_end_of_the_session() -> None:
 def test_added_updated_and_forgotten_partitions() -> None:
     cache = FetchSessionCache(10, 120_000, Clock())
     sid = _open(cache, 2)
-    ctx = _ctx(cache, sid, 1, [T("b", [P(0, 5)]), T("a", [P(1, 7)])], [T("a", [0])])  # type: ignore[list-item]
+    ctx = _ctx(cache, sid, 1, [T("b", [P(0, 5)]), T("a", [P(1, 7)])], [T("a", [0])])
     read = [(t.topic, p.partition, p.fetch_offset) for t in ctx.topics for p in t.partitions]
     assert read == [("a", 1, 7), ("b", 0, 5)]
     assert cache.partitions_cached == 2
@@ -188,7 +188,7 @@ def test_added_updated_and_forgotten_partitions() -> None:
 def test_forgetting_every_partition_closes_the_session() -> None:
     cache = FetchSessionCache(10, 120_000, Clock())
     sid = _open(cache, 1)
-    ctx = _ctx(cache, sid, 1, [], [T("a", [0])])  # type: ignore[list-item]
+    ctx = _ctx(cache, sid, 1, [], [T("a", [0])])
     assert ctx.kind is ContextKind.SESSIONLESS and len(cache) == 0
 
 

@@ -9,9 +9,10 @@ import uuid
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from e2e_helpers import N, TieredBroker, offsets_and_values, recipe, value_of
 
-from helpers.poll import wait_until
+from tests.helpers.poll import wait_until
+from tests.helpers.wire import offsets_and_values
+from tests.tiered.e2e.e2e_helpers import N, TieredBroker, recipe, value_of
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 
