@@ -43,6 +43,7 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
 
 

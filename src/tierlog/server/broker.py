@@ -22,6 +22,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
+from tierlog.replication.manager import replication_for
 from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
@@ -110,10 +111,13 @@ class Broker:
             groups=await build_group_coordinator(cfg, topics, advertised),
             advertised=advertised,
             tiering=tiering,
+            replication=replication_for(cfg, topics, logs, purgatory),
         )
         self.state = state
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
+        if state.replication is not None and self.cluster is not None:
+            await state.replication.start(self.cluster.node)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -181,6 +185,8 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if state is not None and state.replication is not None:
+            await state.replication.close()
         if self.cluster is not None:
             await self.cluster.close()
         for t in self._tasks:

@@ -12,10 +12,13 @@ from tierlog.server.handlers import (
     admin_topics,
     api_versions,
     cluster,
+    cluster_metadata,
+    cluster_topics,
     configs,
     delete_records,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,
@@ -40,6 +43,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
@@ -62,8 +66,18 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
     return handler
 
 
+#: Cluster mode answers these from the cluster view instead (``cluster_metadata``).
+_CLUSTER: dict[ApiKey, _Simple] = {
+    ApiKey.METADATA: cluster_metadata.handle_metadata,
+    ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
+    ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
+}
+
+
 def register_all(router: Router, state: BrokerState) -> None:
     for key, fn in _SIMPLE.items():
+        if state.replication is not None:
+            fn = _CLUSTER.get(key, fn)
         router.register(key, _bind(state, fn))
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))

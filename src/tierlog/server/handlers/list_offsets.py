@@ -16,7 +16,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
-from tierlog.server.handlers.fetch import check_leader_epoch
+from tierlog.server.handlers.fetch import partition_error
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import earliest_local_offset, latest_tiered_offset
 
@@ -39,17 +39,21 @@ def _result(idx: int, code: int, ts: int = -1, offset: int = -1, epoch: int = -1
 async def lookup(
     state: BrokerState, plog: Any, topic: str, idx: int, ts: int, version: int, committed: bool
 ) -> dict[str, Any]:
+    leader_epoch = LEADER_EPOCH
+    replica = state.replication.partition(topic, idx) if state.replication is not None else None
+    if replica is not None:
+        leader_epoch = replica.leader_epoch
     need = _MIN_VERSION.get(ts)
     if need is not None and version < need:
         return _result(idx, ErrorCode.UNSUPPORTED_VERSION)
     if ts == LATEST:
         off = plog.last_stable_offset if committed else plog.high_watermark
-        return _result(idx, 0, -1, off, LEADER_EPOCH)
+        return _result(idx, 0, -1, off, leader_epoch)
     if ts == EARLIEST:
-        return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
+        return _result(idx, 0, -1, plog.log_start_offset, leader_epoch)
     if ts == EARLIEST_LOCAL:
         if not plog.remote_enabled:
-            return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
+            return _result(idx, 0, -1, plog.log_start_offset, leader_epoch)
         off, epoch = earliest_local_offset(plog)
         return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
     if ts == LATEST_TIERED:
@@ -86,7 +90,9 @@ async def handle_list_offsets(state: BrokerState, req: Request) -> Any:
             if plog is None:
                 parts.append(_result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            epoch_error = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+            epoch_error = partition_error(
+                state, t.name, idx, int(getattr(p, "current_leader_epoch", -1))
+            )
             if epoch_error is not None:
                 parts.append(_result(idx, epoch_error))
                 continue
