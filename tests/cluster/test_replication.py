@@ -159,3 +159,161 @@ def test_three_brokers_listed_and_acks_all_consumed_back(
     got = _consume_all(bootstrap, len(values))
     assert [v for _, v in got] == values
     assert [o for o, _ in got] == list(range(len(values)))
+
+
+def _segment_bytes(b: BrokerProcess, topic: str = TOPIC) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((b.log_dir / f"{topic}-0").glob("*.log")))
+
+
+def test_kill_9_of_the_leader_loses_no_acknowledged_record(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """Jepsen's lost-write / duplicate / inconsistent-offsets checks (§9 scenario 22): every
+    send and its outcome are recorded; after failover every acked value is read exactly
+    once, in the order of its offset, and the new leader's epoch is higher."""
+    bootstrap = _bootstrap(cluster)
+    before = _state(kazoo_client)
+    assert before is not None
+    rec = Recorder(bootstrap, **{"enable.idempotence": True})
+    rec.send([b"a%05d" % i for i in range(200)])
+    cluster[before.leader].kill()
+    rec.send([b"b%05d" % i for i in range(200)], timeout_s=90)
+    after = wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and s.leader != before.leader and s,
+        20,
+        what="a new leader",
+    )
+    assert after.leader_epoch > before.leader_epoch
+    assert len(rec.acked) == 400 and not rec.failed
+    got = _consume_all(_bootstrap(cluster), len(rec.acked))
+    values = [v for _, v in got]
+    assert len(values) == len(set(values)), "no value twice"
+    assert sorted(rec.acked, key=rec.acked.__getitem__) == values, "acked values in order"
+    assert all(rec.acked[v] == o for o, v in got), "acknowledged offsets are the read ones"
+
+    cluster[before.leader].start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        30,
+        what="the restarted broker back in the ISR",
+    )
+    wait_until(
+        lambda: len({_segment_bytes(b) for b in cluster.values()}) == 1,
+        30,
+        what="identical replicas",
+    )
+
+
+def _produce(bootstrap: str, acks: int, value: bytes, timeout_ms: int = 5000) -> int:
+    """One Produce over the wire; returns the partition's error code."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+    from tierlog.protocol.records import SimpleRecord, build_batch
+
+    with WireConnection.to_bootstrap(bootstrap) as conn:
+        r = conn.call(
+            ApiKey.PRODUCE,
+            9,
+            transactional_id=None,
+            acks=acks,
+            timeout=timeout_ms,
+            topic_data=[
+                {
+                    "name": TOPIC,
+                    "partition_data": [
+                        {"index": 0, "records": build_batch([SimpleRecord(value, None)])}
+                    ],
+                }
+            ],
+        )
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def test_min_insync_replicas_with_two_of_three_down(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    state = _state(kazoo_client)
+    assert state is not None
+    leader = cluster[state.leader]
+    followers = [b for i, b in cluster.items() if i != state.leader]
+    for b in followers:
+        b.stop()
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and list(s.isr) == [state.leader],
+        20,
+        what="ISR shrunk to the leader",
+    )
+    wait_until(lambda: _produce(leader.bootstrap, -1, b"x") == 19, 10, what="NOT_ENOUGH_REPLICAS")
+    assert _produce(leader.bootstrap, 1, b"y") == 0, "acks=1 still succeeds"
+    for b in followers:
+        b.start()
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        30,
+        what="the ISR expands again",
+    )
+    assert _produce(leader.bootstrap, -1, b"z") == 0
+
+
+def test_a_follower_truncates_records_the_new_leader_never_got(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """KIP-101/279: the old leader appended records (acks=1) its followers never got, died,
+    and an unclean election made a follower leader; when it returns as a follower it
+    truncates them, and every replica ends byte-identical to the new leader."""
+    brokers = _start_cluster(broker_factory, zk_connect, kazoo_client)
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    admin.create_topics(
+        [
+            NewTopic(
+                TOPIC,
+                1,
+                3,
+                config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
+            )
+        ]
+    )[TOPIC].result(30)
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        20,
+        what="full ISR",
+    )
+    old = _state(kazoo_client)
+    assert old is not None
+    leader = brokers[old.leader]
+    assert _produce(leader.bootstrap, -1, b"kept") == 0
+    followers = {i: b for i, b in brokers.items() if i != old.leader}
+    wait_until(
+        lambda: all(b"kept" in _segment_bytes(b) for b in followers.values()),
+        10,
+        what="followers have the committed record",
+    )
+    for b in followers.values():
+        b.stop()
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and list(s.isr) == [old.leader],
+        20,
+        what="ISR shrunk to the leader",
+    )
+    for i in range(5):
+        assert _produce(leader.bootstrap, 1, b"lost%d" % i) == 0
+    leader.kill()
+    for b in followers.values():
+        b.start()
+    new = wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and s.leader in followers and s,
+        30,
+        what="an unclean leader",
+    )
+    assert new.leader_epoch > old.leader_epoch
+    wait_until(
+        lambda: _produce(brokers[new.leader].bootstrap, 1, b"after") == 0, 20, what="produce"
+    )
+    leader.start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
+    wait_until(
+        lambda: len({_segment_bytes(b) for b in brokers.values()}) == 1,
+        30,
+        what="identical replicas",
+    )
+    data = _segment_bytes(leader)
+    assert b"kept" in data and b"after" in data and b"lost" not in data

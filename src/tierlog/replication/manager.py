@@ -20,13 +20,14 @@ condition means the state moved on, and the view brings the new one.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import zlib
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from tierlog.cluster import paths
 from tierlog.cluster.cluster_view import (
@@ -104,16 +105,21 @@ class ReplicaManager:
     def view(self) -> ClusterView | None:
         return None if self.node is None else self.node.view
 
-    async def start(self, node: ClusterNode) -> None:
-        """Follow ``node``'s view from now on: every partition it already shows is applied."""
+    async def start(self, node: ClusterNode, local_cluster_id: str) -> str:
+        """Follow ``node``'s view from now on: every partition it already shows is applied.
+
+        Returns the cluster id all brokers share: ``/cluster/id``, created with this
+        broker's id by the first broker, as Kafka does."""
         self._loop = asyncio.get_running_loop()
         self.node = node
+        cluster_id = await asyncio.to_thread(shared_cluster_id, node, local_cluster_id)
         view = node.view
         assert view is not None
         view.add_listener(self._on_view_change)
         for name in view.topics():
             self._ensure_topic(name)
         self._spawn(self._shrink_loop())
+        return cluster_id
 
     async def close(self) -> None:
         self._closed = True
@@ -132,7 +138,12 @@ class ReplicaManager:
         assert self._loop is not None
         task = self._loop.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("replication task failed", exc_info=task.exception())
 
     # ---- what handlers ask ---------------------------------------------------------------
     def manages(self, topic: str) -> bool:
@@ -399,14 +410,16 @@ class ReplicaManager:
         zk = node.member.zk.kazoo
 
         async def write() -> None:
+            stat = None
             try:
-                stat = await asyncio.to_thread(zk.set_data, path, data, version)
+                stat = await asyncio.to_thread(zk.set, path, data, version)
             except (BadVersionError, NoNodeError):
                 log.info("%s-%d: ISR write lost to a newer state", *p.key)
-                stat = None
-            except KazooException as e:
+            except (KazooException, OSError) as e:
                 log.warning("%s-%d: ISR write failed: %r", *p.key, e)
-                stat = None
+            except BaseException:
+                p.pending_isr = None
+                raise
             if p.pending_isr == isr:
                 ours = stat is not None and p.leader_epoch == epoch
                 if ours and stat is not None and p.partition_epoch < stat.version:
@@ -417,6 +430,23 @@ class ReplicaManager:
             self._maybe_advance(p)
 
         self._spawn(write())
+
+
+def shared_cluster_id(node: ClusterNode, local: str) -> str:
+    """``/cluster/id`` (``{"version":"1","id":...}``), created with ``local`` if absent."""
+    zk = node.member.zk.kazoo
+    try:
+        zk.create(
+            paths.CLUSTER_ID, json.dumps({"version": "1", "id": local}).encode(), makepath=True
+        )
+    except NodeExistsError:
+        pass
+    data, _ = zk.get(paths.CLUSTER_ID)
+    try:
+        return str(json.loads(data)["id"])
+    except (ValueError, KeyError, TypeError):
+        log.error("ignoring malformed %s", paths.CLUSTER_ID)
+        return local
 
 
 def replication_for(

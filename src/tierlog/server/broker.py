@@ -117,7 +117,7 @@ class Broker:
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
-            await state.replication.start(self.cluster.node)
+            state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
