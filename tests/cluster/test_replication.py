@@ -317,3 +317,116 @@ def test_a_follower_truncates_records_the_new_leader_never_got(
     )
     data = _segment_bytes(leader)
     assert b"kept" in data and b"after" in data and b"lost" not in data
+
+
+def test_leader_rules_on_the_wire(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """NOT_LEADER_OR_FOLLOWER off the leader; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH by
+    ``current_leader_epoch`` on Fetch, ListOffsets and OffsetForLeaderEpoch (KIP-320), and
+    OffsetForLeaderEpoch answered from the epoch cache."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+
+    first = _state(kazoo_client)
+    assert first is not None
+    cluster[max(i for i in cluster if i != first.leader)].stop()
+    state = wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and len(s.isr) == 2 and s,
+        20,
+        what="a controller-written state (epoch bumped)",
+    )
+    epoch = state.leader_epoch
+    assert epoch > first.leader_epoch and state.leader == first.leader
+    wait_until(
+        lambda: _produce(cluster[state.leader].bootstrap, -1, b"one") == 0, 10, what="produce"
+    )
+
+    def errors(bootstrap: str, current: int) -> tuple[int, int, int, tuple[int, int]]:
+        with WireConnection.to_bootstrap(bootstrap) as conn:
+            fetch = conn.call(
+                ApiKey.FETCH,
+                12,
+                replica_id=-1,
+                max_wait=0,
+                min_bytes=0,
+                topics=[
+                    {
+                        "topic": TOPIC,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": current,
+                                "fetch_offset": 0,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+                forgotten_topics_data=[],
+            )
+            listed = conn.call(
+                ApiKey.LIST_OFFSETS,
+                7,
+                replica_id=-1,
+                topics=[
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": current, "timestamp": -2}
+                        ],
+                    }
+                ],
+            )
+            epochs = conn.call(
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                4,
+                replica_id=-1,
+                topics=[
+                    {
+                        "topic": TOPIC,
+                        "partitions": [
+                            {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}
+                        ],
+                    }
+                ],
+            )
+        e = epochs.topics[0].partitions[0]
+        return (
+            int(fetch.responses[0].partitions[0].error_code),
+            int(listed.topics[0].partitions[0].error_code),
+            int(e.error_code),
+            (int(e.leader_epoch), int(e.end_offset)),
+        )
+
+    leader = cluster[state.leader].bootstrap
+    assert errors(leader, epoch) == (0, 0, 0, (epoch, 1))
+    assert errors(leader, -1)[:3] == (0, 0, 0)
+    assert errors(leader, epoch - 1)[:3] == (74, 74, 74)
+    assert errors(leader, epoch + 1)[:3] == (75, 75, 75)
+    follower = next(b for i, b in cluster.items() if i != state.leader and b.running)
+    assert errors(follower.bootstrap, epoch)[:3] == (6, 6, 6)
+
+
+def test_acks_all_times_out_while_a_follower_in_the_isr_is_stalled(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """L-7: a pending acks=all answers REQUEST_TIMED_OUT at the request's timeout; once the
+    stalled follower leaves the ISR (its session expires) acks=all succeeds again."""
+    import os
+    import signal
+
+    state = _state(kazoo_client)
+    assert state is not None
+    stalled = next(b for i, b in cluster.items() if i != state.leader)
+    os.kill(stalled.pid, signal.SIGSTOP)
+    try:
+        assert _produce(cluster[state.leader].bootstrap, -1, b"slow", timeout_ms=300) == 7
+        wait_until(
+            lambda: (s := _state(kazoo_client)) is not None and len(s.isr) == 2,
+            20,
+            what="the stalled follower leaves the ISR",
+        )
+        assert _produce(cluster[state.leader].bootstrap, -1, b"fast") == 0
+    finally:
+        os.kill(stalled.pid, signal.SIGCONT)

@@ -315,6 +315,7 @@ class ReplicaManager:
         was_leader = p.is_leader
         changed = p.apply_state(state, info.partition_epoch, info.replicas, _now_ms())
         if changed:
+            self.purgatory.notify(key)  # waiting fetches answer under the new leadership
             log.info(
                 "%s-%d: %s at leader epoch %d (leader %d, isr %s)",
                 *key,

@@ -47,6 +47,9 @@ async def lookup(
     if need is not None and version < need:
         return _result(idx, ErrorCode.UNSUPPORTED_VERSION)
     if ts == LATEST:
+        if replica is not None and plog.high_watermark < replica.epoch_start_offset:
+            # KIP-207: a new leader's HW may still be below offsets a consumer already saw
+            return _result(idx, ErrorCode.OFFSET_NOT_AVAILABLE)
         off = plog.last_stable_offset if committed else plog.high_watermark
         return _result(idx, 0, -1, off, leader_epoch)
     if ts == EARLIEST:
