@@ -281,7 +281,7 @@ def test_a_follower_truncates_records_the_new_leader_never_got(
     old = _state(kazoo_client)
     assert old is not None
     leader = brokers[old.leader]
-    assert _produce(leader.bootstrap, -1, b"kept") == 0
+    wait_until(lambda: _produce(leader.bootstrap, -1, b"kept") == 0, 20, what="a first produce")
     followers = {i: b for i, b in brokers.items() if i != old.leader}
     wait_until(
         lambda: all(b"kept" in _segment_bytes(b) for b in followers.values()),

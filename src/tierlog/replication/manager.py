@@ -23,9 +23,10 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 import zlib
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
@@ -40,6 +41,7 @@ from tierlog.cluster.cluster_view import (
 )
 from tierlog.cluster.znodes import NO_LEADER, TopicConfigOverrides, ZnodeFormatError
 from tierlog.config.broker import BrokerConfig
+from tierlog.log import PartitionLog
 from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.log.names import TopicPartition
 from tierlog.protocol.errors import ErrorCode, KafkaError
@@ -50,12 +52,31 @@ from tierlog.replication.partition import Partition
 if TYPE_CHECKING:
     from tierlog.cluster.node import ClusterNode
     from tierlog.log import LogManager
-    from tierlog.server.purgatory import FetchPurgatory
-    from tierlog.server.topics import TopicManager
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+
+class LocalTopics(Protocol):
+    """The broker's topic manager as replication uses it: local topics and their logs."""
+
+    def get(self, name: str) -> Any: ...
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def effective_config(self, info: Any) -> dict[str, Any]: ...
+
+    def create(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> Any: ...
 
 
 def _now_ms() -> int:
@@ -71,15 +92,15 @@ class ReplicaManager:
     def __init__(
         self,
         config: BrokerConfig,
-        topics: TopicManager,
+        topics: LocalTopics,
         logs: LogManager,
-        purgatory: FetchPurgatory,
+        wake: Callable[[Key], None],
     ) -> None:
         self.config = config
         self.broker_id = config.node_id
         self.topics = topics
         self.logs = logs
-        self.purgatory = purgatory
+        self._wake = wake
         self.node: ClusterNode | None = None
         self.partitions: dict[Key, Partition] = {}
         self.produces = DelayedProduces()
@@ -315,7 +336,7 @@ class ReplicaManager:
         was_leader = p.is_leader
         changed = p.apply_state(state, info.partition_epoch, info.replicas, _now_ms())
         if changed:
-            self.purgatory.notify(key)  # waiting fetches answer under the new leadership
+            self._wake(key)  # waiting fetches answer under the new leadership
             log.info(
                 "%s-%d: %s at leader epoch %d (leader %d, isr %s)",
                 *key,
@@ -376,12 +397,12 @@ class ReplicaManager:
         return e.host or "127.0.0.1", e.port
 
     def _on_follower_appended(self, key: Key) -> None:
-        self.purgatory.notify(key)
+        self._wake(key)
 
     # ---- leader: HW, ISR, waiters --------------------------------------------------------
     def _maybe_advance(self, p: Partition) -> None:
         if p.maybe_advance_high_watermark():
-            self.purgatory.notify(p.key)
+            self._wake(p.key)
         self._check_produces(p)
 
     def _check_produces(self, p: Partition) -> None:
@@ -452,11 +473,11 @@ def shared_cluster_id(node: ClusterNode, local: str) -> str:
 
 def replication_for(
     config: BrokerConfig,
-    topics: TopicManager,
+    topics: LocalTopics,
     logs: LogManager,
-    purgatory: FetchPurgatory,
+    wake: Callable[[Key], None],
 ) -> ReplicaManager | None:
     """The replication layer in cluster mode (``zookeeper.connect`` set), else None."""
     if config.get("zookeeper.connect") is None:
         return None
-    return ReplicaManager(config, topics, logs, purgatory)
+    return ReplicaManager(config, topics, logs, wake)

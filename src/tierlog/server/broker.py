@@ -111,7 +111,7 @@ class Broker:
             groups=await build_group_coordinator(cfg, topics, advertised),
             advertised=advertised,
             tiering=tiering,
-            replication=replication_for(cfg, topics, logs, purgatory),
+            replication=replication_for(cfg, topics, logs, purgatory.notify),
         )
         self.state = state
         register_all(router, state)
