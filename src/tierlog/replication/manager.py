@@ -39,6 +39,7 @@ from tierlog.cluster.cluster_view import (
     TopicDeleted,
     ViewChange,
 )
+from tierlog.cluster.producer_id_blocks import ProducerIdBlock, claim_block
 from tierlog.cluster.znodes import NO_LEADER, TopicConfigOverrides, ZnodeFormatError
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import PartitionLog
@@ -110,6 +111,9 @@ class ReplicaManager:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._topic_ready: dict[str, asyncio.Event] = {}
         self._closed = False
+        self._pid_lock = asyncio.Lock()
+        self._pid_block: ProducerIdBlock | None = None
+        self._next_pid = 0
         self.lag_ms = int(config.get("replica.lag.time.max.ms"))
         self._fetch_settings = FetcherSettings(
             broker_id=self.broker_id,
@@ -217,6 +221,20 @@ class ReplicaManager:
         if expanded is not None:
             self._write_isr(p, expanded)
         self._maybe_advance(p)
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id no other broker of the cluster hands out (InitProducerId)."""
+        async with self._pid_lock:
+            if self._pid_block is None or self._next_pid > self._pid_block.end:
+                node = self.node
+                if node is None:
+                    raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not in the cluster yet")
+                zk = node.member.zk.kazoo
+                self._pid_block = await asyncio.to_thread(claim_block, zk, self.broker_id)
+                self._next_pid = self._pid_block.start
+            pid = self._next_pid
+            self._next_pid += 1
+            return pid
 
     async def wait_topic(self, name: str, timeout_s: float) -> bool:
         """Wait until the local topic for ``name`` exists (after CreateTopics)."""

@@ -43,7 +43,6 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
@@ -66,18 +65,19 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
     return handler
 
 
-#: Cluster mode answers these from the cluster view instead (``cluster_metadata``).
+#: Cluster mode's own handlers: Metadata and DescribeCluster from the cluster view,
+#: CreateTopics through the controller, and OffsetForLeaderEpoch (cluster mode only).
 _CLUSTER: dict[ApiKey, _Simple] = {
     ApiKey.METADATA: cluster_metadata.handle_metadata,
     ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
     ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
 }
 
 
 def register_all(router: Router, state: BrokerState) -> None:
-    for key, fn in _SIMPLE.items():
-        if state.replication is not None:
-            fn = _CLUSTER.get(key, fn)
+    simple = _SIMPLE | _CLUSTER if state.replication is not None else _SIMPLE
+    for key, fn in simple.items():
         router.register(key, _bind(state, fn))
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))
