@@ -66,17 +66,28 @@ def _create_topic(bootstrap: str, partitions: int = 1, rf: int = 3) -> None:
     futures[TOPIC].result(30)
 
 
+def _wait_hosted(brokers: dict[int, BrokerProcess], kazoo: KazooClient) -> None:
+    """Every broker holds the partition (its local log exists, so it applied the state; the
+    controller's first state has the full ISR before any broker looked)."""
+    wait_until(
+        lambda: (s := _state(kazoo)) is not None and sorted(s.isr) == [1, 2, 3],
+        20,
+        what="full ISR",
+    )
+    wait_until(
+        lambda: all((b.log_dir / f"{TOPIC}-0").is_dir() for b in brokers.values()),
+        20,
+        what="the partition on every broker",
+    )
+
+
 @pytest.fixture
 def cluster(
     broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
 ) -> Iterator[dict[int, BrokerProcess]]:
     brokers = _start_cluster(broker_factory, zk_connect, kazoo_client)
     _create_topic(_bootstrap(brokers))
-    wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
-        20,
-        what="full ISR",
-    )
+    _wait_hosted(brokers, kazoo_client)
     yield brokers
 
 
@@ -273,11 +284,7 @@ def test_a_follower_truncates_records_the_new_leader_never_got(
             )
         ]
     )[TOPIC].result(30)
-    wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
-        20,
-        what="full ISR",
-    )
+    _wait_hosted(brokers, kazoo_client)
     old = _state(kazoo_client)
     assert old is not None
     leader = brokers[old.leader]
@@ -432,3 +439,44 @@ def test_acks_all_times_out_while_a_follower_in_the_isr_is_stalled(
         assert _produce(cluster[state.leader].bootstrap, -1, b"fast") == 0
     finally:
         os.kill(stalled.pid, signal.SIGCONT)
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_there(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """F-11: the leader's log start moved past a stopped follower's LEO (DeleteRecords);
+    back, the follower gets OFFSET_OUT_OF_RANGE, restarts its log at the leader's log start
+    and rejoins the ISR."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+
+    state = _state(kazoo_client)
+    assert state is not None
+    leader = cluster[state.leader]
+    lagging_id = max(i for i in cluster if i != state.leader)
+    lagging = cluster[lagging_id]
+    lagging.stop()
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and lagging_id not in s.isr,
+        20,
+        what="ISR without the stopped follower",
+    )
+    for i in range(20):
+        wait_until(lambda i=i: _produce(leader.bootstrap, -1, b"r%d" % i) == 0, 10, what="produce")
+    with WireConnection.to_bootstrap(leader.bootstrap) as conn:
+        r = conn.call(
+            ApiKey.DELETE_RECORDS,
+            2,
+            topics=[{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 20}]}],
+            timeout=5000,
+        )
+    p = r.topics[0].partitions[0]
+    assert (int(p.error_code), int(p.low_watermark)) == (0, 20)
+    lagging.start()
+    wait_until(
+        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        30,
+        what="the follower back in the ISR",
+    )
+    assert "restarting the log at 20" in lagging.stderr
+    assert _produce(leader.bootstrap, -1, b"last") == 0

@@ -622,6 +622,22 @@ class PartitionLog:
                 self._replicated_hw = min(self._replicated_hw, leo)
             return True
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and restart it empty at ``offset``, which becomes the log
+        start (a follower whose LEO is below the leader's log start, F-11)."""
+        with self._lock:
+            log.info("%s: restarting the log at %d", self.tp, offset)
+            self._restart_at_locked(offset)
+            self.log_start_offset = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.delete_snapshots_above(-1)
+            self.producer_state.clear(offset)
+            self.recovery_point = offset
+            self._flushes_owed.clear()
+            self._hw_cap = None
+            if self._replicated_hw is not None:
+                self._replicated_hw = offset
+
     def _restart_at_locked(self, offset: int) -> None:
         for seg in list(self._segments):
             self._remove_segment(seg, "truncation")

@@ -10,10 +10,11 @@ Fetch (``replica_id`` = this broker, ``replica.fetch.*``) for the fetching ones.
 applied only if the partition is still there at the epoch and offset asked (F-5, checklist
 30). The leader's high watermark is applied clamped to the LEO (F-8, checklist 33).
 
-Errors (table of §4.2): FENCED_LEADER_EPOCH at the current epoch marks the partition failed
-until a new state re-adds it (F-6); other errors back it off for ``replica.fetch.backoff.ms``;
-a failed request backs off every partition of the fetcher; a failing append fails only its
-partition (checklist 32).
+OFFSET_OUT_OF_RANGE resets the fetch position as F-11 says (ListOffsets LATEST, then
+EARLIEST, to the leader). Other errors (table of §4.2): FENCED_LEADER_EPOCH at the current
+epoch marks the partition failed until a new state re-adds it (F-6); the rest back it off
+for ``replica.fetch.backoff.ms``; a failed request backs off every partition of the fetcher;
+a failing append fails only its partition (checklist 32).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
 
 
 class Phase(enum.Enum):
@@ -281,12 +283,57 @@ class ReplicaFetcher:
                     continue
                 code = int(p.error_code)
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    s.phase = Phase.TRUNCATING
-                    self._back_off(s, code)
+                    await self._reset_out_of_range(conn, s, epoch)
                 elif code != 0:
                     self._back_off(s, code)
                 else:
                     self._append(s, p.records, int(p.high_watermark))
+
+    # ---- out of range (F-11) ---------------------------------------------------------------
+    async def _reset_out_of_range(self, conn: BrokerConnection, s: FetchState, epoch: int) -> None:
+        """The leader has no data at our LEO: a leader behind us (after an unclean election)
+        means truncating to its end; a leader whose log starts above our LEO means
+        restarting our log at its start. Otherwise we keep fetching from our LEO."""
+        latest = await self._list_offset(conn, s, -1)
+        if latest is None or not self._current(s, epoch):
+            return
+        leo = s.log.log_end_offset
+        if latest < leo:
+            s.log.truncate_to(latest)
+            return
+        earliest = await self._list_offset(conn, s, -2)
+        if earliest is None or not self._current(s, epoch):
+            return
+        if earliest > s.log.log_end_offset:
+            s.log.truncate_fully_and_start_at(earliest)
+
+    async def _list_offset(self, conn: BrokerConnection, s: FetchState, ts: int) -> int | None:
+        """The leader's offset for a special timestamp, fenced by our epoch; None after an
+        error (the partition is backed off)."""
+        response = await conn.call(
+            ApiKey.LIST_OFFSETS,
+            LIST_OFFSETS_VERSION,
+            self.settings.request_timeout_s,
+            replica_id=self.settings.broker_id,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": s.topic,
+                    "partitions": [
+                        {
+                            "partition_index": s.index,
+                            "current_leader_epoch": s.leader_epoch,
+                            "timestamp": ts,
+                        }
+                    ],
+                }
+            ],
+        )
+        p = response.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            self._back_off(s, int(p.error_code))
+            return None
+        return int(p.offset)
 
     def _append(self, s: FetchState, records: Any, leader_hw: int) -> None:
         try:
