@@ -6,9 +6,11 @@ two of three brokers down, and a follower truncating what the new leader never h
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -480,3 +482,62 @@ def test_a_follower_behind_the_leaders_log_start_restarts_there(
     )
     assert "restarting the log at 20" in lagging.stderr
     assert _produce(leader.bootstrap, -1, b"last") == 0
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "aiokafka", "kcat"])
+def test_each_client_lists_three_brokers_and_reads_back_acks_all(
+    cluster: dict[int, BrokerProcess], client: str, tmp_path: Path
+) -> None:
+    """Acceptance 1 of issue 13, per client: the three brokers are listed, and an
+    idempotent acks=all produce to the RF=3, min.insync.replicas=2 topic reads back whole."""
+    import asyncio
+
+    import aiokafka
+    import kafka
+
+    from clients.real_clients import (
+        AiokafkaDriver,
+        ConfluentDriver,
+        KafkaPythonDriver,
+        KcatDriver,
+    )
+
+    bootstrap = _bootstrap(cluster)
+    drivers = {
+        "confluent-kafka": ConfluentDriver,
+        "kafka-python": KafkaPythonDriver,
+        "aiokafka": AiokafkaDriver,
+    }
+    driver = KcatDriver(tmp_path / "kcat") if client == "kcat" else drivers[client]()
+    if client == "confluent-kafka":
+        listed = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers)
+    elif client == "kafka-python":
+        consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
+        try:
+            assert TOPIC in consumer.topics()
+            listed = {b.nodeId for b in consumer._client.cluster.brokers()}
+        finally:
+            consumer.close()
+    elif client == "aiokafka":
+
+        async def brokers() -> set[int]:
+            p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap)
+            await p.start()
+            try:
+                return {b.nodeId for b in p.client.cluster.brokers()}
+            finally:
+                await p.stop()
+
+        listed = asyncio.run(brokers())
+    else:
+        out = subprocess.run(
+            ["kcat", "-L", "-b", bootstrap], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+        listed = {int(m) for m in re.findall(r"broker (\d+) at", out)}
+    assert listed == {1, 2, 3}
+
+    values = [f"{client}-{i:04d}".encode() for i in range(50)]
+    driver.produce(bootstrap, TOPIC, [(0, v) for v in values], idempotent=client != "kcat")
+    seen = driver.consume_assigned(bootstrap, TOPIC, 0, len(values))
+    assert [v for _, _, v in seen] == values
+    assert [o for _, o, _ in seen] == list(range(len(values)))

@@ -96,3 +96,21 @@ def test_replicated_high_watermark_bounds_reads_and_is_checkpointed(
     files = list(tmp_path.rglob(REPLICATION_OFFSET_CHECKPOINT))
     assert len(files) == 1
     assert files[0].read_text().splitlines() == ["0", "1", "orders 0 6"]
+
+
+def test_truncate_fully_and_start_at_restarts_an_empty_log(make_manager: ManagerFactory) -> None:
+    """F-11: a follower whose LEO is below the leader's log start drops everything."""
+    mgr = make_manager()
+    plog = _leader_with_epochs(mgr)
+    plog.set_high_watermark(8)
+    plog.truncate_fully_and_start_at(20)
+    assert (plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset) == (20, 20, 20)
+    assert plog.high_watermark == 20
+    assert plog.leader_epoch_cache.entries() == [] and plog.producer_state.producers == {}
+    raw = batch(2, tag=5)
+    leader = mgr.create_log(FOLLOWER, TID)
+    leader.truncate_fully_and_start_at(20)
+    leader.append_as_leader(raw, leader_epoch=7)
+    plog.append_as_follower(leader.read(20, 1 << 20).to_bytes())
+    assert plog.log_end_offset == 22
+    assert plog.leader_epoch_cache.entries() == [EpochEntry(7, 20)]
