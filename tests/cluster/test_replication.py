@@ -119,6 +119,10 @@ class Recorder:
         else:
             self.failed[value] = str(err)
 
+    def send_one(self, value: bytes, poll_s: float = 0) -> None:
+        self.producer.produce(TOPIC, value, partition=0, on_delivery=self._done)
+        self.producer.poll(poll_s)
+
     def send(self, values: list[bytes], timeout_s: float = 60) -> None:
         for v in values:
             self.producer.produce(TOPIC, v, partition=0, on_delivery=self._done)
@@ -541,3 +545,71 @@ def test_each_client_lists_three_brokers_and_reads_back_acks_all(
     seen = driver.consume_assigned(bootstrap, TOPIC, 0, len(values))
     assert [v for _, _, v in seen] == values
     assert [o for _, o, _ in seen] == list(range(len(values)))
+
+
+def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """Acceptance 2 of issue 13 at test size: an idempotent acks=all producer runs while the
+    leader or a random broker is killed with kill -9 and restarted, six times. At the end
+    every acknowledged record is present exactly once, in order, all replicas are back in
+    the ISR, and every replica's log is byte-identical."""
+    import random
+    import threading
+
+    rng = random.Random(13)
+    rec = Recorder(
+        _bootstrap(cluster), **{"enable.idempotence": True, "message.timeout.ms": 120000}
+    )
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            value = b"k%06d" % i
+            sent.append(value)
+            rec.send_one(value, poll_s=0.005)
+            i += 1
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        for round_ in range(6):
+            state = _state(kazoo_client)
+            assert state is not None
+            victim = state.leader if round_ % 2 == 0 else rng.choice(sorted(cluster))
+            before = len(rec.acked)
+            cluster[victim].kill()
+            wait_until(
+                lambda v=victim: (
+                    (s := _state(kazoo_client)) is not None
+                    and v not in s.isr
+                    and s.leader not in (v, -1)
+                ),
+                20,
+                what=f"round {round_}: broker {victim} out of the ISR",
+            )
+            cluster[victim].start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
+            wait_until(
+                lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+                30,
+                what=f"round {round_}: broker {victim} back in the ISR",
+            )
+            wait_until(lambda b=before: len(rec.acked) > b + 20, 30, what="progress")
+    finally:
+        stop.set()
+        producer.join(10)
+    assert rec.producer.flush(120) == 0
+    assert not rec.failed, list(rec.failed.items())[:3]
+    assert len(rec.acked) == len(sent)
+    got = _consume_all(_bootstrap(cluster), len(rec.acked), timeout_s=90)
+    values = [v for _, v in got]
+    assert len(values) == len(set(values)), "no value twice"
+    assert values == sent, "every acknowledged value once, in send order"
+    assert all(rec.acked[v] == o for o, v in got)
+    wait_until(
+        lambda: len({_segment_bytes(b) for b in cluster.values()}) == 1,
+        30,
+        what="identical replicas",
+    )

@@ -287,7 +287,7 @@ class ReplicaFetcher:
                 elif code != 0:
                     self._back_off(s, code)
                 else:
-                    self._append(s, p.records, int(p.high_watermark))
+                    self._append(s, p.records, int(p.high_watermark), int(p.log_start_offset))
 
     # ---- out of range (F-11) ---------------------------------------------------------------
     async def _reset_out_of_range(self, conn: BrokerConnection, s: FetchState, epoch: int) -> None:
@@ -335,11 +335,15 @@ class ReplicaFetcher:
             return None
         return int(p.offset)
 
-    def _append(self, s: FetchState, records: Any, leader_hw: int) -> None:
+    def _append(self, s: FetchState, records: Any, leader_hw: int, leader_start: int) -> None:
+        """F-7, F-8: append, take the leader's HW (clamped, not maxed) and its log start
+        once our HW has reached it."""
         try:
             if records:
                 s.log.append_as_follower(bytes(records))
-            s.log.set_high_watermark(leader_hw)
+            hw = s.log.set_high_watermark(leader_hw)
+            if s.log.log_start_offset < leader_start <= hw:
+                s.log.delete_records(leader_start)
         except Exception:
             log.exception("%s-%d: follower append failed; partition stopped", *s.key)
             s.failed = True
