@@ -613,3 +613,61 @@ def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
         30,
         what="identical replicas",
     )
+
+
+def test_create_topics_goes_through_the_controller(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """Z-13: only the controller creates (NOT_CONTROLLER elsewhere), with an explicit
+    replica_assignment kept as given; an invalid config is refused."""
+    from tierlog.client import WireConnection
+    from tierlog.cluster.election import read_controller
+    from tierlog.cluster.znodes import TopicAssignment
+    from tierlog.protocol.api_keys import ApiKey
+
+    brokers = _start_cluster(broker_factory, zk_connect, kazoo_client)
+    controller = read_controller(kazoo_client)
+    other = next(b for i, b in brokers.items() if i != controller)
+
+    def create(bootstrap: str, name: str, **fields: object) -> tuple[int, str | None]:
+        with WireConnection.to_bootstrap(bootstrap) as conn:
+            r = conn.call(
+                ApiKey.CREATE_TOPICS,
+                5,
+                topics=[{"name": name, "configs": [], **fields}],
+                timeout=10000,
+                validate_only=False,
+            )
+        t = r.topics[0]
+        return int(t.error_code), t.error_message
+
+    explicit = {
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "assignments": [
+            {"partition_index": 0, "broker_ids": [3, 1]},
+            {"partition_index": 1, "broker_ids": [2, 3]},
+        ],
+    }
+    assert create(other.bootstrap, "t1", **explicit)[0] == 41
+    assert create(brokers[controller].bootstrap, "t1", **explicit) == (0, None)
+    stored = TopicAssignment.decode(kazoo_client.get(paths.topic("t1"))[0])
+    assert stored.partitions == {0: (3, 1), 1: (2, 3)}
+    assert _state(kazoo_client, "t1", 0) == PartitionState(3, 0, (3, 1), _state_epoch(kazoo_client))
+    code, message = create(
+        brokers[controller].bootstrap,
+        "tiered",
+        num_partitions=1,
+        replication_factor=3,
+        configs=[{"name": "remote.storage.enable", "value": "true"}],
+    )
+    assert code == 40, message
+    assert (
+        create(brokers[controller].bootstrap, "t1", num_partitions=1, replication_factor=3)[0] == 36
+    ), "TOPIC_ALREADY_EXISTS"
+
+
+def _state_epoch(kazoo: KazooClient) -> int:
+    from tierlog.cluster.election import read_controller_epoch
+
+    return int(read_controller_epoch(kazoo)[0])
