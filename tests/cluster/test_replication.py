@@ -671,3 +671,46 @@ def _state_epoch(kazoo: KazooClient) -> int:
     from tierlog.cluster.election import read_controller_epoch
 
     return int(read_controller_epoch(kazoo)[0])
+
+
+def test_rolling_restart_with_sigterm_loses_nothing(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """Acceptance 6 of issue 13 (without controlled shutdown yet): the brokers receive
+    SIGTERM one after another while an idempotent acks=all producer runs; the application
+    sees no error and every record is read back once, in order."""
+    import threading
+
+    rec = Recorder(
+        _bootstrap(cluster), **{"enable.idempotence": True, "message.timeout.ms": 120000}
+    )
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            sent.append(b"r%06d" % i)
+            rec.send_one(sent[-1], poll_s=0.005)
+            i += 1
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        for broker_id in sorted(cluster):
+            before = len(rec.acked)
+            assert cluster[broker_id].stop() == 0
+            cluster[broker_id].start()
+            wait_until(
+                lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+                30,
+                what=f"broker {broker_id} back in the ISR",
+            )
+            wait_until(lambda b=before: len(rec.acked) > b + 20, 30, what="progress")
+    finally:
+        stop.set()
+        producer.join(10)
+    assert rec.producer.flush(120) == 0
+    assert not rec.failed, list(rec.failed.items())[:3]
+    got = _consume_all(_bootstrap(cluster), len(sent), timeout_s=90)
+    assert [v for _, v in got] == sent

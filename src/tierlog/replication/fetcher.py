@@ -96,6 +96,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._conn: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     # ---- membership ----------------------------------------------------------------------
     def add(self, topic: str, index: int, plog: PartitionLog, leader_epoch: int) -> None:
@@ -113,15 +114,20 @@ class ReplicaFetcher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        """Stop the task and close the connection. The task is cancelled until it is done:
+        ``asyncio.wait_for`` can swallow a cancellation that races with its inner result
+        (CPython gh-86296), and the loop also stops at its next turn once closing."""
+        self._closing = True
+        task = self._task
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
         await self._disconnect()
 
     # ---- the loop ------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = self.settings.backoff_ms / 1000
-        while True:
+        while not self._closing:
             now = time.monotonic()
             ready = [s for s in self.partitions.values() if not s.failed and s.delay_until <= now]
             if not ready:

@@ -151,9 +151,9 @@ class ReplicaManager:
         view = self.view
         if view is not None:
             view.remove_listener(self._on_view_change)
-        for task in list(self._tasks):
+        for task in [*self._tasks, *self._creating.values()]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._creating.values(), return_exceptions=True)
         for fetcher in list(self._fetchers.values()):
             await fetcher.close()
         self._fetchers.clear()

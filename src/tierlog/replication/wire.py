@@ -55,8 +55,9 @@ class BrokerConnection:
         return response
 
     async def close(self) -> None:
+        """Close without waiting long for the peer (a stuck peer must not hold shutdown)."""
         self._writer.close()
         try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
+            await asyncio.wait_for(self._writer.wait_closed(), 1.0)
+        except (ConnectionError, OSError, TimeoutError):
             pass
