@@ -111,6 +111,7 @@ class ReplicaManager:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._topic_ready: dict[str, asyncio.Event] = {}
         self._closed = False
+        self._stopping = False
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
         self._next_pid = 0
@@ -145,6 +146,13 @@ class ReplicaManager:
             self._ensure_topic(name)
         self._spawn(self._shrink_loop())
         return cluster_id
+
+    def begin_shutdown(self) -> None:
+        """The broker stops: acks=all appends waiting for followers answer
+        NOT_LEADER_OR_FOLLOWER now (the producer retries on the next leader) instead of
+        holding their connections through the shutdown grace period."""
+        self._stopping = True
+        self.produces.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     async def close(self) -> None:
         self._closed = True
@@ -207,6 +215,8 @@ class ReplicaManager:
         code = p.produce_outcome(required_offset)
         if code is not None:
             return code
+        if self._stopping:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return await self.produces.wait(p.key, required_offset, timeout_s)
 
     def on_follower_fetch(

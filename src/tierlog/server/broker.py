@@ -180,6 +180,8 @@ class Broker:
         if state is not None:
             state.shutting_down = True
             state.purgatory.notify_all()
+            if state.replication is not None:
+                state.replication.begin_shutdown()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
