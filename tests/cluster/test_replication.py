@@ -714,3 +714,20 @@ def test_rolling_restart_with_sigterm_loses_nothing(
     assert not rec.failed, list(rec.failed.items())[:3]
     got = _consume_all(_bootstrap(cluster), len(sent), timeout_s=90)
     assert [v for _, v in got] == sent
+
+
+def test_sigterm_moves_leadership_before_the_broker_stops(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """Controlled shutdown (Z-9, Z-10): the stopping leader announces it, the controller
+    elects another ISR member and drops the broker from the ISR while it still runs, and
+    only then does it leave; acks=all keeps working on the new leader."""
+    state = _state(kazoo_client)
+    assert state is not None
+    leader = cluster[state.leader]
+    assert leader.stop() == 0
+    assert "controlled shutdown: no leadership left to move" in leader.stderr
+    moved = _state(kazoo_client)
+    assert moved is not None and moved.leader != state.leader
+    assert moved.leader_epoch > state.leader_epoch and state.leader not in moved.isr
+    assert _produce(cluster[moved.leader].bootstrap, -1, b"after") == 0

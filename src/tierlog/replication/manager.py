@@ -112,6 +112,8 @@ class ReplicaManager:
         self._topic_ready: dict[str, asyncio.Event] = {}
         self._closed = False
         self._stopping = False
+        self._changed = asyncio.Event()
+        """Set whenever a view change was applied (controlled shutdown waits on it)."""
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
         self._next_pid = 0
@@ -146,6 +148,43 @@ class ReplicaManager:
             self._ensure_topic(name)
         self._spawn(self._shrink_loop())
         return cluster_id
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Z-9/Z-10 over ZooKeeper: announce the shutdown (an ephemeral
+        ``/tierlog/controlled_shutdown/<id>``) and wait until the controller has moved away
+        every leadership another in-sync replica can take, or ``timeout_s``. True if none
+        is left. The broker keeps serving meanwhile, so clients follow the moves."""
+        node = self.node
+        if node is None or self._loop is None:
+            return True
+        zk = node.member.zk.kazoo
+        path = paths.controlled_shutdown(self.broker_id)
+        try:
+            await asyncio.to_thread(zk.create, path, b"", ephemeral=True, makepath=True)
+        except NodeExistsError:
+            pass
+        except (KazooException, OSError) as e:
+            log.warning("controlled shutdown not announced: %r", e)
+            return False
+        deadline = self._loop.time() + timeout_s
+        while True:
+            movable = [
+                p.key
+                for p in self.partitions.values()
+                if p.is_leader and any(r != self.broker_id for r in p.isr)
+            ]
+            if not movable:
+                log.info("controlled shutdown: no leadership left to move")
+                return True
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                log.warning("controlled shutdown timed out still leading %s", movable)
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
 
     def begin_shutdown(self) -> None:
         """The broker stops: acks=all appends waiting for followers answer
@@ -271,6 +310,7 @@ class ReplicaManager:
     def _apply_change(self, change: ViewChange) -> None:
         if self._closed:
             return
+        self._changed.set()
         if isinstance(change, PartitionChanged):
             if self.topics.get(change.info.topic) is None:
                 self._ensure_topic(change.info.topic)

@@ -175,6 +175,9 @@ class Broker:
         self._stopping = True
         state = self.state
         log.info("shutting down")
+        grace = self._controlled_shutdown_s()
+        if state is not None and state.replication is not None and grace > 0:
+            await state.replication.controlled_shutdown(grace)
         if self._server is not None:
             self._server.close()
         if state is not None:
@@ -202,6 +205,15 @@ class Broker:
         self.metrics.stop()
         log.info("shutdown complete")
         self._stopped.set()
+
+    def _controlled_shutdown_s(self) -> float:
+        """How long a controlled shutdown may take: Kafka's retries times their back-off
+        (0 when ``controlled.shutdown.enable`` is off)."""
+        cfg = self.config
+        if not cfg.get("controlled.shutdown.enable"):
+            return 0.0
+        retries = int(cfg.get("controlled.shutdown.max.retries"))
+        return max(retries, 1) * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
 
     # ---- background work ----------------------------------------------------------------
     async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None]]) -> None:
