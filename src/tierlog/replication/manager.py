@@ -152,7 +152,7 @@ class ReplicaManager:
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Z-9/Z-10 over ZooKeeper: announce the shutdown (an ephemeral
         ``/tierlog/controlled_shutdown/<id>``) and wait until the controller has moved away
-        every leadership another in-sync replica can take, or ``timeout_s``. True if none
+        every leadership another live in-sync replica can take, or ``timeout_s``. True if none
         is left. The broker keeps serving meanwhile, so clients follow the moves."""
         node = self.node
         if node is None or self._loop is None:
@@ -168,10 +168,11 @@ class ReplicaManager:
             return False
         deadline = self._loop.time() + timeout_s
         while True:
+            live = self.live_brokers()
             movable = [
                 p.key
                 for p in self.partitions.values()
-                if p.is_leader and any(r != self.broker_id for r in p.isr)
+                if p.is_leader and any(r != self.broker_id and r in live for r in p.isr)
             ]
             if not movable:
                 log.info("controlled shutdown: no leadership left to move")
