@@ -731,3 +731,39 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
     assert moved is not None and moved.leader != state.leader
     assert moved.leader_epoch > state.leader_epoch and state.leader not in moved.isr
     assert _produce(cluster[moved.leader].bootstrap, -1, b"after") == 0
+
+
+def test_topics_describe_json_shows_leadership(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """``tierlog topics describe --json`` gains leader, leader_epoch, replicas and isr, and
+    asks each partition's leader for its offsets whichever broker it bootstraps from."""
+    import json
+    import sys
+
+    state = _state(kazoo_client)
+    assert state is not None
+    assert _produce(cluster[state.leader].bootstrap, -1, b"x") == 0
+    follower = next(b for i, b in cluster.items() if i != state.leader)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "topics",
+            "describe",
+            "--bootstrap-server",
+            follower.bootstrap,
+            "--topic",
+            TOPIC,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    (p,) = json.loads(out)["partitions"]
+    assert (p["leader"], p["leader_epoch"]) == (state.leader, state.leader_epoch)
+    assert sorted(p["replicas"]) == [1, 2, 3] and sorted(p["isr"]) == [1, 2, 3]
+    assert (p["log_start_offset"], p["high_watermark"]) == (0, 1)
