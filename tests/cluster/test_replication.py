@@ -28,7 +28,11 @@ TOPIC = "replicated"
 
 
 def _start_cluster(
-    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo: KazooClient, n: int = 3
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo: KazooClient,
+    n: int = 3,
+    **extra: str,
 ) -> dict[int, BrokerProcess]:
     brokers = {
         i: broker_factory(
@@ -40,6 +44,7 @@ def _start_cluster(
                 "replica.lag.time.max.ms": "4000",
                 "replica.fetch.wait.max.ms": "200",
                 "replica.fetch.backoff.ms": "100",
+                **extra,
             }
         )
         for i in range(1, n + 1)
@@ -767,3 +772,23 @@ def test_topics_describe_json_shows_leadership(
     assert (p["leader"], p["leader_epoch"]) == (state.leader, state.leader_epoch)
     assert sorted(p["replicas"]) == [1, 2, 3] and sorted(p["isr"]) == [1, 2, 3]
     assert (p["log_start_offset"], p["high_watermark"]) == (0, 1)
+
+
+def test_acks_all_does_not_wait_for_the_followers_long_poll(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """An append wakes the followers' fetches parked in the leader's purgatory, so acks=all
+    takes a replication round trip, not ``replica.fetch.wait.max.ms``."""
+    brokers = _start_cluster(
+        broker_factory, zk_connect, kazoo_client, **{"replica.fetch.wait.max.ms": "3000"}
+    )
+    _create_topic(_bootstrap(brokers))
+    _wait_hosted(brokers, kazoo_client)
+    state = _state(kazoo_client)
+    assert state is not None
+    leader = brokers[state.leader].bootstrap
+    wait_until(lambda: _produce(leader, -1, b"first") == 0, 20, what="a first produce")
+    for i in range(5):
+        started = time.monotonic()
+        assert _produce(leader, -1, b"v%d" % i) == 0
+        assert time.monotonic() - started < 1.5

@@ -245,7 +245,10 @@ class ReplicaManager:
         return set() if view is None else set(view.brokers())
 
     def after_leader_append(self, p: Partition) -> None:
-        """L-4: the ISR may be just the leader, so the HW may move at once."""
+        """L-4: followers' fetches parked in the purgatory read the new batch now (an
+        acks=all append waits for them), and the ISR may be just the leader, so the HW may
+        move at once."""
+        self._wake(p.key)
         self._maybe_advance(p)
 
     async def wait_for_acks(
