@@ -792,3 +792,18 @@ def test_acks_all_does_not_wait_for_the_followers_long_poll(
         started = time.monotonic()
         assert _produce(leader, -1, b"v%d" % i) == 0
         assert time.monotonic() - started < 1.5
+
+
+def test_a_topic_gone_from_zookeeper_is_not_served_from_local_leftovers(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """Cluster topics are only what ZooKeeper holds: once the topic's znodes are gone, its
+    local logs answer UNKNOWN_TOPIC_OR_PARTITION instead of a single-node leader."""
+    state = _state(kazoo_client)
+    assert state is not None
+    leader = cluster[state.leader].bootstrap
+    wait_until(lambda: _produce(leader, -1, b"before") == 0, 20, what="a first produce")
+    kazoo_client.delete(paths.topic(TOPIC), recursive=True)
+    wait_until(lambda: _produce(leader, 1, b"after") == 3, 20, what="UNKNOWN_TOPIC_OR_PARTITION")
+    md = AdminClient({"bootstrap.servers": leader}).list_topics(TOPIC, timeout=10)
+    assert md.topics[TOPIC].error is not None

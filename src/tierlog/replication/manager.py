@@ -45,6 +45,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import PartitionLog
 from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.log.names import TopicPartition
+from tierlog.log.partition_log import INTERNAL_TOPICS
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.replication.delayed_produce import DelayedProduces
 from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
@@ -220,11 +221,12 @@ class ReplicaManager:
 
     # ---- what handlers ask ---------------------------------------------------------------
     def manages(self, topic: str) -> bool:
-        """A topic of the cluster (its replicas follow ZooKeeper); local-only topics (the
-        group coordinator's) keep the single-node paths. Until the view is up, every topic
-        is treated as the cluster's, so nothing is served as a leader by mistake."""
-        view = self.view
-        return view is None or topic in view.topics()
+        """A topic of the cluster (its replicas follow ZooKeeper): every topic but the
+        internal ones, which stay local to each broker for now (the group coordinator's
+        ``__consumer_offsets``, ``__remote_log_metadata``) and keep the single-node paths.
+        A topic the cluster does not know (deleted, or not created yet) is never served
+        from a local leftover."""
+        return topic not in INTERNAL_TOPICS
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -236,6 +238,9 @@ class ReplicaManager:
         (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH)."""
         p = self.partitions.get((topic, index))
         if p is None:
+            view = self.view
+            if view is not None and topic not in view.topics():
+                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         error = p.check_leader(current_leader_epoch)
         return (p, None) if error is None else (None, error)
