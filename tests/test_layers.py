@@ -38,6 +38,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "storage": frozenset({"tiered.api"}),
     "client": frozenset({"protocol"}),
     "cluster": frozenset({"config", "protocol"}),
+    "replication": frozenset({"cluster", "log", "protocol", "config"}),
     "remote_segments": frozenset({"client", "protocol", "tiered.api", "tiered.metadata"}),
     "spark": frozenset({"client", "log", "protocol", "tiered.api", "tiered.metadata"}),
 }
@@ -46,6 +47,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 MUST_NOT: dict[str, frozenset[str]] = {
     "server": frozenset({"storage", "spark", "cli", "remote_segments"}),
     "spark": frozenset({"storage", "server", "cli"}),
+    "replication": frozenset({"server", "tiered.api", "tiered.manager", "storage"}),
 }
 
 #: Third-party libraries confined to one package: ZooKeeper is reached only through

@@ -79,21 +79,26 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
     _check(t.error_code, None, f"describe {topic}")
     parts = sorted(p.partition_index for p in t.partitions)
     offsets: dict[int, dict[str, int | None]] = {p: {} for p in parts}
-    # -4 EARLIEST_LOCAL needs ListOffsets v8+, -5 LATEST_TIERED v9+: both asked with v9; a
-    # broker without them (older Kafka) leaves those two fields null instead of failing
-    for ts, key, version in (
-        (-2, "log_start_offset", 7),
-        (-1, "high_watermark", 7),
-        (-4, "local_log_start_offset", 9),
-        (-5, "latest_tiered_offset", 9),
-    ):
-        if version > 7 and not _supports(c, ApiKey.LIST_OFFSETS, version):
-            for p in parts:
-                offsets[p][key] = None
-            continue
-        for p, answer in c.list_offsets(topic, parts, ts, version=version).items():
-            _check(answer.error_code, None, f"list offsets {topic}-{p}")
-            offsets[p][key] = answer.offset
+    by_index = {p.partition_index: p for p in t.partitions}
+    leaders = _LeaderConnections(c, md)
+    try:
+        # -4 EARLIEST_LOCAL needs ListOffsets v8+, -5 LATEST_TIERED v9+: both asked with v9; a
+        # broker without them (older Kafka) leaves those two fields null instead of failing
+        for ts, key, version in (
+            (-2, "log_start_offset", 7),
+            (-1, "high_watermark", 7),
+            (-4, "local_log_start_offset", 9),
+            (-5, "latest_tiered_offset", 9),
+        ):
+            if version > 7 and not _supports(c, ApiKey.LIST_OFFSETS, version):
+                for p in parts:
+                    offsets[p][key] = None
+                continue
+            for p in leaders.list_offsets(topic, parts, ts, version, by_index):
+                _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
+                offsets[p.partition_index][key] = int(p.offset)
+    finally:
+        leaders.close()
     dc = c.call(
         ApiKey.DESCRIBE_CONFIGS,
         4,
@@ -116,6 +121,10 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
         "partitions": [
             {
                 "partition": p,
+                "leader": int(by_index[p].leader_id),
+                "leader_epoch": int(by_index[p].leader_epoch),
+                "replicas": [int(r) for r in by_index[p].replica_nodes],
+                "isr": [int(r) for r in by_index[p].isr_nodes],
                 "log_start_offset": offsets[p]["log_start_offset"],
                 "high_watermark": offsets[p]["high_watermark"],
                 "local_log_start_offset": offsets[p]["local_log_start_offset"],
@@ -128,6 +137,57 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
             e.name: sources.get(int(e.config_source), "UNKNOWN") for e in res.configs
         },
     }
+
+
+class _LeaderConnections:
+    """ListOffsets is answered by each partition's leader only (a cluster): ask the
+    bootstrap broker first, then the leader of every partition it does not lead."""
+
+    def __init__(self, bootstrap: WireConnection, metadata: Any) -> None:
+        self._bootstrap = bootstrap
+        self._addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
+        self._open: dict[int, WireConnection] = {}
+
+    def list_offsets(
+        self, topic: str, parts: list[int], ts: int, version: int, by_index: dict[int, Any]
+    ) -> list[Any]:
+        answers = {
+            int(p.partition_index): p for p in self._ask(self._bootstrap, topic, parts, ts, version)
+        }
+        elsewhere: dict[int, list[int]] = {}
+        for index, p in answers.items():
+            leader = int(by_index[index].leader_id)
+            if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader in self._addresses:
+                elsewhere.setdefault(leader, []).append(index)
+        for leader, indexes in elsewhere.items():
+            if leader not in self._open:
+                self._open[leader] = WireConnection(*self._addresses[leader], client_id=CLIENT_ID)
+            for p in self._ask(self._open[leader], topic, indexes, ts, version):
+                answers[int(p.partition_index)] = p
+        return [answers[i] for i in sorted(answers)]
+
+    @staticmethod
+    def _ask(c: WireConnection, topic: str, parts: list[int], ts: int, version: int) -> Any:
+        lo = c.call(
+            ApiKey.LIST_OFFSETS,
+            version,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                        for p in parts
+                    ],
+                }
+            ],
+        )
+        return lo.topics[0].partitions
+
+    def close(self) -> None:
+        for conn in self._open.values():
+            conn.close()
 
 
 def topics_describe(c: WireConnection, a: argparse.Namespace) -> None:

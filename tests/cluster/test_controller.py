@@ -69,6 +69,19 @@ def clients(
         c.close()
 
 
+def test_next_state_in_a_controlled_shutdown() -> None:
+    """Z-10, checklist 41: a shutting-down leader hands leadership to another ISR member, a
+    shutting-down follower leaves the ISR, neither is elected; the last member stays."""
+    s = PartitionState(1, 4, (1, 2, 3), 1)
+    live = {1, 2, 3}
+    assert next_state(info(s), live, False, 2, {1}) == PartitionState(2, 5, (2, 3), 2)
+    assert next_state(info(s), live, False, 2, {3}) == PartitionState(1, 5, (1, 2), 2)
+    alone = PartitionState(1, 4, (1,), 1)
+    assert next_state(info(alone), live, False, 2, {1}) is None, "no one to take over"
+    offline = PartitionState(NO_LEADER, 4, (2, 3), 1)
+    assert next_state(info(offline), {2, 3}, False, 2, {2}) == PartitionState(3, 5, (3,), 2)
+
+
 def test_controller_follows_broker_failures_and_returns(
     clients: Callable[[], ZooKeeperClient],
 ) -> None:

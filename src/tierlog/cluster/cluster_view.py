@@ -84,7 +84,16 @@ class TopicDeleted:
     topic: str
 
 
-ViewChange = BrokersChanged | ControllerChanged | PartitionChanged | TopicDeleted
+@dataclass(frozen=True)
+class ShuttingDownChanged:
+    """The brokers doing a controlled shutdown (``/tierlog/controlled_shutdown``)."""
+
+    brokers: frozenset[int]
+
+
+ViewChange = (
+    BrokersChanged | ControllerChanged | PartitionChanged | TopicDeleted | ShuttingDownChanged
+)
 
 
 @dataclass
@@ -107,6 +116,7 @@ class ClusterView:
         self._controller_id: int | None = None
         self._topics: dict[str, _Topic] = {}
         self._watched_topics: set[str] = set()
+        self._shutting_down: frozenset[int] = frozenset()
 
     # ---- reading ---------------------------------------------------------------------
     @property
@@ -132,6 +142,11 @@ class ClusterView:
             t = self._topics.get(topic)
             return None if t is None else t.partitions.get(index)
 
+    def shutting_down(self) -> frozenset[int]:
+        """Brokers that asked for a controlled shutdown and are still registered for it."""
+        with self._lock:
+            return self._shutting_down
+
     def add_listener(self, listener: Callable[[ViewChange], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
@@ -147,6 +162,8 @@ class ClusterView:
         DataWatch(self._zk, paths.CONTROLLER, self._on_controller)
         ChildrenWatch(self._zk, paths.BROKER_IDS, self._on_broker_ids)
         ChildrenWatch(self._zk, paths.BROKER_TOPICS, self._on_topic_names)
+        self._zk.ensure_path(paths.CONTROLLED_SHUTDOWN)
+        ChildrenWatch(self._zk, paths.CONTROLLED_SHUTDOWN, self._on_shutting_down)
 
     def close(self) -> None:
         """Stop applying changes; each watch ends at its next event."""
@@ -203,6 +220,17 @@ class ClusterView:
             self._brokers = brokers
         if changed:
             self._notify(BrokersChanged(dict(brokers)))
+        return True
+
+    def _on_shutting_down(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        brokers = frozenset(int(c) for c in children if c.isdigit())
+        with self._lock:
+            changed = brokers != self._shutting_down
+            self._shutting_down = brokers
+        if changed:
+            self._notify(ShuttingDownChanged(brokers))
         return True
 
     def _on_topic_names(self, children: list[str]) -> bool:

@@ -11,7 +11,9 @@ pass:
   order, or, if the topic allows unclean election, from any live replica (offline
   election); with no candidate, its dead replicas leave the ISR but the last member stays
   and the leader is -1 (Z-7);
-* a led partition whose ISR holds offline brokers loses them from the ISR.
+* a led partition whose ISR holds offline brokers loses them from the ISR;
+* a broker in a controlled shutdown (``ClusterView.shutting_down``) hands its leaderships
+  to other ISR members, leaves ISRs (the last member stays) and is never elected (Z-10).
 
 The empty parent ``partitions/<p>`` of a new state is ensured outside the fence (harmless
 if a deposed controller does it); every state write bumps the leader epoch (Z-8) and is
@@ -36,7 +38,12 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from tierlog.cluster import paths
 from tierlog.cluster.cluster_view import ClusterView, PartitionInfo, ViewChange
 from tierlog.cluster.fencing import ControllerMovedError, FencedWriter
-from tierlog.cluster.leader_election import elect_new_partition, elect_offline, remove_replica
+from tierlog.cluster.leader_election import (
+    elect_for_controlled_shutdown,
+    elect_new_partition,
+    elect_offline,
+    remove_replica,
+)
 from tierlog.cluster.znodes import NO_LEADER, PartitionState
 
 log = logging.getLogger(__name__)
@@ -47,20 +54,34 @@ def next_state(
     live: Collection[int],
     unclean_allowed: bool,
     controller_epoch: int,
+    shutting_down: Collection[int] = (),
 ) -> PartitionState | None:
-    """What the controller writes for one partition now, or None if nothing."""
+    """What the controller writes for one partition now, or None if nothing.
+
+    ``shutting_down``: live brokers in a controlled shutdown (Z-10, checklist 41): they
+    lose leadership to another ISR member when there is one, leave ISRs (the last member
+    stays), and are never elected."""
     state = info.state
     if state is None:
         return elect_new_partition(info.replicas, live, controller_epoch)
     if state.controller_epoch > controller_epoch:
         return None
+    electable = [b for b in live if b not in shutting_down]
     if state.leader == NO_LEADER or state.leader not in live:
-        elected = elect_offline(state, info.replicas, live, unclean_allowed, controller_epoch)
+        elected = elect_offline(state, info.replicas, electable, unclean_allowed, controller_epoch)
         if elected is not None:
             return elected
+    elif state.leader in shutting_down:
+        moved = elect_for_controlled_shutdown(
+            state, info.replicas, live, shutting_down, controller_epoch
+        )
+        if moved is not None:
+            return moved
     shrunk = state
     for replica in (state.leader, *state.isr):
-        if replica != NO_LEADER and replica not in live:
+        if replica == NO_LEADER or (replica == state.leader and replica in live):
+            continue
+        if replica not in live or replica in shutting_down:
             shrunk = remove_replica(shrunk, replica, controller_epoch) or shrunk
     if (shrunk.leader, shrunk.isr) == (state.leader, state.isr):
         return None
@@ -151,13 +172,14 @@ class PartitionController:
         self._bounced |= bounced
         failing = set(self._bounced)
         live = set(brokers) - failing
+        shutting_down = self.view.shutting_down() & live
         complete = True
         for topic in sorted(self.view.topics()):
             unclean = self.unclean_allowed(topic)
             for info in self.view.partitions(topic).values():
                 if self._stop.is_set():
                     return
-                target = next_state(info, live, unclean, self.epoch)
+                target = next_state(info, live, unclean, self.epoch, shutting_down)
                 if target is not None:
                     complete = self._write(info, target) and complete
         if complete and failing:

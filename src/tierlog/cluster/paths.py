@@ -34,6 +34,15 @@ LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 
 CLUSTER_ID = "/cluster/id"
 
+CONTROLLED_SHUTDOWN = "/tierlog/controlled_shutdown"
+"""Not Kafka's: a broker's shutdown intent, which Kafka sends as a ControlledShutdown
+request (kio has no schema for it). Children are ephemeral ``<broker id>`` znodes."""
+
+
+def controlled_shutdown(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
+
+
 PERSISTENT_ROOTS = (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -44,6 +53,7 @@ PERSISTENT_ROOTS = (
     ADMIN_DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,
+    CONTROLLED_SHUTDOWN,
 )
 """Created (if missing) by every broker at start, as Kafka's ``KafkaZkClient`` does."""
 

@@ -1,8 +1,10 @@
 """All partition logs of the broker, spread over ``log.dirs``, with per-directory checkpoints.
 
 Each log directory holds ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``
-and, between a clean shutdown and the next start, ``.kafka_cleanshutdown``. The marker is
-removed once the directory is loaded, so any later crash is seen as unclean.
+and, between a clean shutdown and the next start, ``.kafka_cleanshutdown``. In cluster mode,
+where the replication layer sets the high watermarks, ``replication-offset-checkpoint``
+keeps them (Kafka's file; startup HW = min(checkpoint, LEO)); single-node mode writes none.
+The marker is removed once the directory is loaded, so any later crash is seen as unclean.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tierlog.log.names import (
     LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
     parse_partition_dir,
     partition_dir_name,
@@ -63,6 +66,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._had_clean_shutdown: dict[Path, bool] = {}
+        self._hw_checkpoint: dict[TopicPartition, int] = {}
         self._flusher = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="log-flush")
         self.cleaner: LogCleaner | None = None
 
@@ -96,6 +100,9 @@ class LogManager:
                 self._had_clean_shutdown[log_dir] = clean
                 recovery = read_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
                 starts = read_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+                self._hw_checkpoint.update(
+                    read_offsets_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+                )
                 for child in sorted(log_dir.iterdir()):
                     if not child.is_dir():
                         continue
@@ -121,6 +128,10 @@ class LogManager:
                     self._log_dir_of[tp] = log_dir
                 marker.unlink(missing_ok=True)
         self.flush_checkpoints()  # outside _lock: _checkpoint_lock is always taken first
+
+    def checkpointed_high_watermark(self, tp: TopicPartition) -> int | None:
+        """The HW ``replication-offset-checkpoint`` held at load (None: no entry)."""
+        return self._hw_checkpoint.get(TopicPartition(*tp))
 
     def had_clean_shutdown(self, log_dir: Path) -> bool:
         return self._had_clean_shutdown.get(Path(log_dir), False)
@@ -255,13 +266,16 @@ class LogManager:
                 d: (
                     {p.tp: p.recovery_point for p in parts},
                     {p.tp: p.log_start_offset for p in parts},
+                    {p.tp: p.high_watermark for p in parts if p.replicated},
                 )
                 for d, parts in by_dir.items()
             }
-        for log_dir, (recovery, starts) in points.items():
+        for log_dir, (recovery, starts, hws) in points.items():
             log_dir.mkdir(parents=True, exist_ok=True)
             write_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
             write_offsets_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+            if hws:
+                write_offsets_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
 
     # -- log cleaner --------------------------------------------------------------------------
 

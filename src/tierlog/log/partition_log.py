@@ -178,6 +178,8 @@ class PartitionLog:
         # deferred flushes not yet durable, oldest first; the oldest one caps the HW
         self._flushes_owed: deque[_FlushOwed] = deque()
         self._hw_cap: _FlushOwed | None = None
+        # set by the replication layer in cluster mode only; None: HW follows the LEO
+        self._replicated_hw: int | None = None
         self.highest_offset_in_remote_storage = -1
         directory.mkdir(parents=True, exist_ok=True)
         meta_path = directory / PARTITION_METADATA
@@ -208,13 +210,20 @@ class PartitionLog:
         before the HW moves, no reader sees records that a crash could still take back."""
         leo = self.log_end_offset
         cap = self._hw_cap
-        return leo if cap is None else min(leo, cap.first_offset)
+        hw = leo if cap is None else min(leo, cap.first_offset)
+        replicated = self._replicated_hw
+        return hw if replicated is None else min(hw, replicated)
 
     @property
     def last_stable_offset(self) -> int:
         """The HW: with no transactions nothing below it is unstable, and the LSO never
         exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
         return self.high_watermark
+
+    @property
+    def replicated(self) -> bool:
+        """The replication layer owns the high watermark (``set_high_watermark``)."""
+        return self._replicated_hw is not None
 
     @property
     def active_segment(self) -> LogSegment:
@@ -534,6 +543,128 @@ class PartitionLog:
                 raise LogAppendError(exc.code, str(exc)) from exc
         return staged
 
+    # -- replication (cluster mode) -------------------------------------------------------
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
+        """Append the leader's batches as they are: offsets and leader epochs kept, CRCs
+        checked, each new epoch recorded in the epoch cache, producer state updated.
+
+        The first batch must start at or after the LEO (Kafka's follower append allows gaps,
+        as compaction leaves them) and offsets must increase."""
+        view = memoryview(batches)
+        try:
+            headers = scan_batches(view, verify_crc=True)
+        except RecordsError as exc:
+            raise LogAppendError(exc.code, exc.message) from exc
+        if not headers:
+            with self._lock:
+                return AppendResult(-1, -1, -1, self.log_start_offset)
+        total = headers[-1].end
+        with self._lock:
+            expected = self.log_end_offset
+            for h in headers:
+                if h.base_offset < expected:
+                    raise LogAppendError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"{self.tp}: follower batch at {h.base_offset} below offset {expected}",
+                    )
+                expected = h.next_offset
+            now = self._clock()
+            out = _StampedBatches(
+                [view[:total]],
+                [BatchInfo(h.size, h.last_offset, h.max_timestamp) for h in headers],
+                sum(h.records_count for h in headers),
+                max(h.max_timestamp for h in headers),
+                headers[-1].next_offset,
+            )
+            written_at = self._write_locked(out, total, now)
+            cache = self.leader_epoch_cache
+            for h in headers:
+                latest = cache.latest_epoch()
+                epoch = h.partition_leader_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    cache.assign(epoch, h.base_offset, durable=False)
+                self.producer_state.replay(h)
+            self.producer_state.last_map_offset = out.next_offset
+            self._count_unflushed_locked(
+                out.records, headers[0].base_offset, out.next_offset, written_at, False
+            )
+            return AppendResult(
+                headers[0].base_offset,
+                out.next_offset - 1,
+                -1,
+                self.log_start_offset,
+                records_count=out.records,
+                size=total,
+            )
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at or above ``offset`` (a follower's divergence point):
+        segments, index entries, epoch-cache entries and producer state (rebuilt) follow.
+        A batch holding ``offset`` goes whole, as in Kafka. Below the local log start the
+        log restarts empty at ``offset``. Returns False when nothing was removed."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
+            if offset <= self._segments[0].base_offset:
+                self._restart_at_locked(max(offset, 0))
+            else:
+                idx = bisect.bisect_right(self._bases, offset) - 1
+                for seg in self._segments[idx + 1 :]:
+                    self._remove_segment(seg, "truncation")
+                seg = self._segments[idx]
+                first = seg.translate_offset(offset, seg.size)
+                if first is not None:
+                    seg.truncate_at(first.position)
+                if not seg.offset_index.writable:
+                    seg.make_active(self.config)
+            leo = self.log_end_offset
+            self.leader_epoch_cache.truncate_from_end(leo)
+            self.producer_state.delete_snapshots_above(leo)
+            self._rebuild_producer_state(leo)
+            self.recovery_point = min(self.recovery_point, leo)
+            self._flushes_owed = deque(f for f in self._flushes_owed if f.first_offset < leo)
+            self._hw_cap = self._flushes_owed[0] if self._flushes_owed else None
+            if self._replicated_hw is not None:
+                self._replicated_hw = min(self._replicated_hw, leo)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and restart it empty at ``offset``, which becomes the log
+        start (a follower whose LEO is below the leader's log start, F-11)."""
+        with self._lock:
+            log.info("%s: restarting the log at %d", self.tp, offset)
+            self._restart_at_locked(offset)
+            self.log_start_offset = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.delete_snapshots_above(-1)
+            self.producer_state.clear(offset)
+            self.recovery_point = offset
+            self._flushes_owed.clear()
+            self._hw_cap = None
+            if self._replicated_hw is not None:
+                self._replicated_hw = offset
+
+    def _restart_at_locked(self, offset: int) -> None:
+        for seg in list(self._segments):
+            self._remove_segment(seg, "truncation")
+        seg = LogSegment(self.dir, offset, self.config, self._clock(), active=True)
+        self._segments = [seg]
+        self._bases = [offset]
+        self.log_start_offset = min(self.log_start_offset, offset)
+        self.local_log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_end(offset)
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Set the HW the replication layer computed (leader: min LEO over the ISR;
+        follower: the leader's), clamped into ``[log_start_offset, LEO]``; returns it.
+        From the first call on, reads stop there instead of at the LEO."""
+        with self._lock:
+            hw = max(self.log_start_offset, min(offset, self.log_end_offset))
+            self._replicated_hw = hw
+            return hw
+
     # -- roll / flush ----------------------------------------------------------------------
 
     def roll(self) -> LogSegment:
@@ -664,28 +795,34 @@ class PartitionLog:
         offset: int,
         max_bytes: int,
         min_one_message: bool = True,
-        upper_bound: Literal["hw", "lso"] = "hw",
+        upper_bound: Literal["hw", "lso", "leo"] = "hw",
     ) -> FetchData:
         """Whole batches from the one holding ``offset``, within ``max_bytes``.
 
         ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
-        (Kafka's rule that keeps a consumer from stalling on a large batch).
+        (Kafka's rule that keeps a consumer from stalling on a large batch). ``"leo"`` reads
+        up to the log end (a follower's fetch); ``"hw"`` and ``"lso"`` stop at the high
+        watermark (no transactions: they are the same).
         """
-        del upper_bound  # no transactions: the LSO bound is the HW bound
         with self._lock:
             segments = list(self._segments)
             bases = list(self._bases)
             leo = self.log_end_offset
             end = (segments[-1].base_offset, self.active_segment.size)
-            if self._hw_cap is not None:
-                end = (self._hw_cap.segment_base, self._hw_cap.position)
-            readable_end = self.high_watermark
+            readable_end = leo
+            if upper_bound != "leo":
+                if self._hw_cap is not None:
+                    end = (self._hw_cap.segment_base, self._hw_cap.position)
+                readable_end = self.high_watermark
             local_start = self.local_log_start_offset
             log_start = self.log_start_offset
+            replicated_end = self._replicated_hw is not None and readable_end < leo
         if offset < local_start or offset > leo or offset < log_start:
             raise OffsetOutOfRange(offset, log_start, local_start, leo)
         if offset >= readable_end:
             return FetchData([], 0)
+        if replicated_end:
+            end = min(end, _position_of(segments, bases, readable_end))
         idx = max(0, bisect.bisect_right(bases, offset) - 1)
         for i in range(idx, len(segments)):
             seg = segments[i]
@@ -1025,6 +1162,15 @@ class PartitionLog:
             for p in self.dir.iterdir():
                 p.unlink(missing_ok=True)
             os.rmdir(self.dir)
+
+
+def _position_of(segments: list[LogSegment], bases: list[int], offset: int) -> tuple[int, int]:
+    """(segment base, file position) where the batch holding ``offset`` starts: the read
+    bound of a replicated high watermark (always a batch boundary)."""
+    idx = max(0, bisect.bisect_right(bases, offset) - 1)
+    seg = segments[idx]
+    first = seg.translate_offset(offset, seg.size)
+    return seg.base_offset, seg.size if first is None else first.position
 
 
 @dataclass(slots=True)

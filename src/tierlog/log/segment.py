@@ -180,6 +180,14 @@ class LogSegment:
             self.on_become_inactive()
         return truncated
 
+    def truncate_at(self, position: int) -> None:
+        """Cut the file at ``position`` (a batch boundary) and rebuild both indexes from
+        what is left (a follower's truncation)."""
+        if position < self.size:
+            os.ftruncate(self.fd, position)
+            self.size = position
+        self.recover()
+
     # -- writing -------------------------------------------------------------------------
 
     def should_roll(

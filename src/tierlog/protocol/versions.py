@@ -46,10 +46,18 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
+#: Served in cluster mode only: followers truncate by leader epoch, and consumers validate
+#: their positions after a leader change; a single node has neither.
+CLUSTER_ADVERTISED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+
 
 #: Lookups by the key read off the wire, which may be one we do not serve.
-_RANGES: dict[int, tuple[int, int]] = {int(key): rng for key, rng in ADVERTISED.items()}
-_NAMES: dict[int, str] = {key: key.kafka_name for key in ADVERTISED}
+_RANGES: dict[int, tuple[int, int]] = {
+    int(key): rng for key, rng in (ADVERTISED | CLUSTER_ADVERTISED).items()
+}
+_NAMES: dict[int, str] = {key: key.kafka_name for key in ADVERTISED | CLUSTER_ADVERTISED}
 
 
 def api_name(api_key: int) -> str:
@@ -58,14 +66,16 @@ def api_name(api_key: int) -> str:
 
 
 def is_supported(api_key: int, version: int) -> bool:
+    """In range for an API of either mode; the router also needs a registered handler."""
     rng = _RANGES.get(api_key)
     return rng is not None and rng[0] <= version <= rng[1]
 
 
-def advertised_entries() -> list[dict[str, int]]:
+def advertised_entries(cluster: bool = False) -> list[dict[str, int]]:
+    ranges = ADVERTISED | CLUSTER_ADVERTISED if cluster else ADVERTISED
     return [
         {"api_key": int(k), "min_version": lo, "max_version": hi}
-        for k, (lo, hi) in sorted(ADVERTISED.items())
+        for k, (lo, hi) in sorted(ranges.items())
     ]
 
 

@@ -22,6 +22,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
+from tierlog.replication.manager import replication_for
 from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
@@ -123,10 +124,13 @@ class Broker:
             advertised=advertised,
             fetch_sessions=fetch_sessions,
             tiering=tiering,
+            replication=replication_for(cfg, topics, logs, purgatory.notify),
         )
         self.state = state
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
+        if state.replication is not None and self.cluster is not None:
+            state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -184,16 +188,23 @@ class Broker:
         self._stopping = True
         state = self.state
         log.info("shutting down")
+        grace = self._controlled_shutdown_s()
+        if state is not None and state.replication is not None and grace > 0:
+            await state.replication.controlled_shutdown(grace)
         if self._server is not None:
             self._server.close()
         if state is not None:
             state.shutting_down = True
             state.purgatory.notify_all()
+            if state.replication is not None:
+                state.replication.begin_shutdown()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if state is not None and state.replication is not None:
+            await state.replication.close()
         if self.cluster is not None:
             await self.cluster.close()
         for t in self._tasks:
@@ -208,6 +219,15 @@ class Broker:
         self.metrics.stop()
         log.info("shutdown complete")
         self._stopped.set()
+
+    def _controlled_shutdown_s(self) -> float:
+        """How long a controlled shutdown may take: Kafka's retries times their back-off
+        (0 when ``controlled.shutdown.enable`` is off)."""
+        cfg = self.config
+        if not cfg.get("controlled.shutdown.enable"):
+            return 0.0
+        retries = int(cfg.get("controlled.shutdown.max.retries"))
+        return max(retries, 1) * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
 
     # ---- background work ----------------------------------------------------------------
     async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[None]]) -> None:

@@ -7,9 +7,8 @@ it is controller, keeps partition leadership following broker membership (``Clus
 disappears at once instead of after the session timeout. ZooKeeper calls block, so both run
 off the event loop; ``ClusterMember`` keeps its own thread for everything in between.
 
-Nothing else of the broker changes yet: it does not serve as leader or follower of what the
-cluster view says. Replication and the remaining controller duties (spec/kafka-replication.md
-§3-6) plug in here.
+The broker serves as leader or follower of what the node's view says through the
+replication layer (``tierlog.replication``), which the broker starts on this node.
 """
 
 from __future__ import annotations

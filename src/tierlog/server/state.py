@@ -18,6 +18,7 @@ from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
 
 if TYPE_CHECKING:
+    from tierlog.replication.manager import ReplicaManager
     from tierlog.server.tiering import Tiering
 
 #: Single-node mode: this broker leads every partition at this epoch.
@@ -39,6 +40,8 @@ class BrokerState:
     fetch_sessions: FetchSessionCache
     #: The RemoteLogManager and its lifecycle hooks; None when tiered storage is off.
     tiering: Tiering | None = None
+    #: Cluster mode's replication layer (leaders, ISR, acks=all); None in single-node mode.
+    replication: ReplicaManager | None = None
     shutting_down: bool = False
 
     @property

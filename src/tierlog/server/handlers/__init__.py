@@ -12,10 +12,13 @@ from tierlog.server.handlers import (
     admin_topics,
     api_versions,
     cluster,
+    cluster_metadata,
+    cluster_topics,
     configs,
     delete_records,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,
@@ -63,8 +66,19 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
     return handler
 
 
+#: Cluster mode's own handlers: Metadata and DescribeCluster from the cluster view,
+#: CreateTopics through the controller, and OffsetForLeaderEpoch (cluster mode only).
+_CLUSTER: dict[ApiKey, _Simple] = {
+    ApiKey.METADATA: cluster_metadata.handle_metadata,
+    ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
+    ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
+}
+
+
 def register_all(router: Router, state: BrokerState) -> None:
-    for key, fn in _SIMPLE.items():
+    simple = _SIMPLE | _CLUSTER if state.replication is not None else _SIMPLE
+    for key, fn in simple.items():
         router.register(key, _bind(state, fn))
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))

@@ -13,4 +13,5 @@ from tierlog.server.state import BrokerState
 
 async def handle_api_versions(state: BrokerState, req: Request) -> Any:
     cls = response_schema(ApiKey.API_VERSIONS, req.header.api_version)
-    return mk(cls, error_code=0, api_keys=advertised_entries(), throttle_time=0)
+    entries = advertised_entries(cluster=state.replication is not None)
+    return mk(cls, error_code=0, api_keys=entries, throttle_time=0)

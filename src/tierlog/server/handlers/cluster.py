@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tierlog.protocol.api_keys import ApiKey
@@ -10,6 +11,8 @@ from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.handlers.authorized_operations import ResourceType, authorized_operations
 from tierlog.server.state import BrokerState
+
+log = logging.getLogger(__name__)
 
 
 async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
@@ -44,5 +47,19 @@ async def handle_init_producer_id(state: BrokerState, req: Request) -> Any:
             producer_id=-1,
             producer_epoch=-1,
         )
-    pid = state.producer_ids.allocate()
+    if state.replication is not None:
+        # cluster mode: ids from blocks claimed in ZooKeeper, unique across brokers
+        try:
+            pid = await state.replication.allocate_producer_id()
+        except Exception:
+            log.warning("no producer id block from ZooKeeper", exc_info=True)
+            return mk(
+                cls,
+                throttle_time=0,
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+    else:
+        pid = state.producer_ids.allocate()
     return mk(cls, throttle_time=0, error_code=0, producer_id=pid, producer_epoch=0)

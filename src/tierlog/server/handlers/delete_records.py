@@ -1,4 +1,7 @@
-"""DeleteRecords: advance the log start offset (offset -1 means "up to the high watermark")."""
+"""DeleteRecords: advance the log start offset (offset -1 means "up to the high watermark").
+
+In cluster mode only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere); followers learn
+nothing of it yet (Kafka's low watermark over replicas is not kept)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.fetch import partition_error
 from tierlog.server.state import BrokerState
 
 
@@ -25,6 +29,12 @@ async def handle_delete_records(state: BrokerState, req: Request) -> Any:
                         "low_watermark": -1,
                         "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     }
+                )
+                continue
+            not_leader = partition_error(state, t.name, idx, -1)
+            if not_leader is not None:
+                parts.append(
+                    {"partition_index": idx, "low_watermark": -1, "error_code": not_leader}
                 )
                 continue
             offset = int(p.offset)

@@ -25,6 +25,12 @@ collected (its byte budget reserved at its place in request order) and all are r
 concurrently with one ``read_remote`` call; a full reader queue fails only that partition,
 the fetch quota or ``remote.fetch.max.wait.ms`` leave it empty without error. A follower
 (``replica_id >= 0``) at such an offset gets OFFSET_MOVED_TO_TIERED_STORAGE instead.
+
+Cluster mode (``state.replication``): only the leader answers (NOT_LEADER_OR_FOLLOWER
+elsewhere), ``current_leader_epoch`` is checked against the partition's epoch, a follower
+reads up to the LEO instead of the high watermark, and after the read the leader records
+each follower's fetch offset (its LEO), which moves the ISR and the high watermark
+(``ReplicaManager.on_follower_fetch``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,17 @@ from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import RemoteFetchRequest
 
 _NIL = uuid.UUID(int=0)
+
+
+def partition_error(
+    state: BrokerState, topic: str, index: int, current_leader_epoch: int
+) -> ErrorCode | None:
+    """Why this broker may not answer for the partition as its leader: the leader epoch
+    check of KIP-320, and in cluster mode NOT_LEADER_OR_FOLLOWER off the leader."""
+    repl = state.replication
+    if repl is None or not repl.manages(topic):
+        return check_leader_epoch(current_leader_epoch)
+    return repl.leader_for(topic, index, current_leader_epoch)[1]
 
 
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
@@ -132,7 +149,8 @@ def _resolve(state: BrokerState, topics: Sequence[Any], version: int) -> _Plan:
                 if plog is None:
                     err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    err = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+                    epoch = int(getattr(p, "current_leader_epoch", -1))
+                    err = partition_error(state, name, idx, epoch)
                     plan.keys.append((name, idx))
             parts.append(
                 PartitionFetch(idx, plog, err, int(p.fetch_offset), int(p.partition_max_bytes))
@@ -199,7 +217,9 @@ class _ReadPass:
         return fp, plog
 
     def _read_hot(self, fp: FetchPartition, plog: PartitionLog, offset: int, limit: int) -> None:
-        upper: Literal["hw", "lso"] = "lso" if self.read_committed else "hw"
+        upper: Literal["hw", "lso", "leo"] = "lso" if self.read_committed else "hw"
+        if self.follower and plog.replicated:
+            upper = "leo"
         try:
             data = plog.read(offset, limit, self.min_one, upper)
         except KafkaError as e:
@@ -277,11 +297,43 @@ async def _read_remote(
     return total, any_error
 
 
-def _is_follower(body: Any, version: int) -> bool:
+def _replica_id(body: Any, version: int) -> int:
     if version >= 15:
         replica_state = getattr(body, "replica_state", None)
-        return replica_state is not None and int(replica_state.replica_id) >= 0
-    return int(getattr(body, "replica_id", -1)) >= 0
+        return -1 if replica_state is None else int(replica_state.replica_id)
+    return int(getattr(body, "replica_id", -1))
+
+
+def _leader_leos(state: BrokerState, plan: _Plan) -> dict[tuple[str, int], int]:
+    """Cluster mode, follower fetch: each led partition's LEO before the read (L-12)."""
+    if state.replication is None:
+        return {}
+    return {
+        (name, part.index): part.log.log_end_offset
+        for name, _, parts in plan.topics
+        for part in parts
+        if part.log is not None and part.error is None
+    }
+
+
+def _record_follower_fetch(
+    state: BrokerState,
+    plan: _Plan,
+    topics: list[FetchTopic],
+    replica_id: int,
+    leos: dict[tuple[str, int], int],
+) -> None:
+    """L-9: the leader learns the follower's LEO from each successful read, the first one
+    before the request waits in the purgatory, so an acks=all produce completes as soon as
+    the follower asks for the offsets after it."""
+    repl = state.replication
+    if repl is None:
+        return
+    for (name, _, parts), ft in zip(plan.topics, topics, strict=True):
+        for part, fp in zip(parts, ft.partitions, strict=True):
+            leo = leos.get((name, part.index))
+            if leo is not None and fp.error_code == 0:
+                repl.on_follower_fetch(name, part.index, replica_id, part.offset, leo)
 
 
 def _session_context(state: BrokerState, body: Any, version: int, follower: bool) -> FetchContext:
@@ -305,7 +357,8 @@ def _session_context(state: BrokerState, body: Any, version: int, follower: bool
 async def handle_fetch(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
-    follower = _is_follower(body, version)
+    replica_id = _replica_id(body, version)
+    follower = replica_id >= 0
     ctx = _session_context(state, body, version, follower)
     if ctx.kind is ContextKind.ERROR:
         buffers, size = encode_fetch_response(
@@ -319,9 +372,12 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     plan = _resolve(state, ctx.topics, version)
     deadline = time.monotonic() + max_wait_s
     while True:
+        leos = _leader_leos(state, plan) if follower else {}
         topics, total, any_error, remote_data = await _read_all(
             state, plan, max_bytes, read_committed, follower
         )
+        if follower:
+            _record_follower_fetch(state, plan, topics, replica_id, leos)
         remaining = deadline - time.monotonic()
         if any_error or remote_data or total >= min_bytes or remaining <= 0 or state.shutting_down:
             break

@@ -23,7 +23,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
-from tierlog.server.handlers.fetch import check_leader_epoch
+from tierlog.server.handlers.fetch import partition_error
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import earliest_local_offset, latest_tiered_offset
 
@@ -53,22 +53,16 @@ async def lookup(
     committed: bool,
     timeout_ms: int | None = None,
 ) -> dict[str, Any]:
+    leader_epoch = LEADER_EPOCH
+    replica = state.replication.partition(topic, idx) if state.replication is not None else None
+    if replica is not None:
+        leader_epoch = replica.leader_epoch
     need = _MIN_VERSION.get(ts)
     if need is not None and version < need:
         return _result(idx, ErrorCode.UNSUPPORTED_VERSION)
-    if ts == LATEST:
-        off = plog.last_stable_offset if committed else plog.high_watermark
-        return _result(idx, 0, -1, off, LEADER_EPOCH)
-    if ts == EARLIEST:
-        return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
-    if ts == EARLIEST_LOCAL:
-        if not plog.remote_enabled:
-            return _result(idx, 0, -1, plog.log_start_offset, LEADER_EPOCH)
-        off, epoch = earliest_local_offset(plog)
-        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
-    if ts == LATEST_TIERED:
-        off, epoch = latest_tiered_offset(plog)
-        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
+    special = _special_offset(plog, idx, ts, committed, leader_epoch, replica)
+    if special is not None:
+        return special
     if ts == MAX_TIMESTAMP:
         found = plog.offset_for_max_timestamp()
     elif ts >= 0:
@@ -87,6 +81,30 @@ async def lookup(
     return _result(idx, 0, timestamp, offset, epoch if epoch is not None else -1)
 
 
+def _special_offset(
+    plog: Any, idx: int, ts: int, committed: bool, leader_epoch: int, replica: Any
+) -> dict[str, Any] | None:
+    """The answer for the sentinel timestamps that need no search (latest, earliest, earliest
+    local, latest tiered); None for a timestamp to look up."""
+    if ts == LATEST:
+        if replica is not None and plog.high_watermark < replica.epoch_start_offset:
+            # KIP-207: a new leader's HW may still be below offsets a consumer already saw
+            return _result(idx, ErrorCode.OFFSET_NOT_AVAILABLE)
+        off = plog.last_stable_offset if committed else plog.high_watermark
+        return _result(idx, 0, -1, off, leader_epoch)
+    if ts == EARLIEST:
+        return _result(idx, 0, -1, plog.log_start_offset, leader_epoch)
+    if ts == EARLIEST_LOCAL:
+        if not plog.remote_enabled:
+            return _result(idx, 0, -1, plog.log_start_offset, leader_epoch)
+        off, epoch = earliest_local_offset(plog)
+        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
+    if ts == LATEST_TIERED:
+        off, epoch = latest_tiered_offset(plog)
+        return _result(idx, 0, -1, off, -1 if epoch is None else epoch)
+    return None
+
+
 async def _partition(
     state: BrokerState,
     name: str,
@@ -99,7 +117,7 @@ async def _partition(
     plog = state.topics.get_log(name, idx)
     if plog is None:
         return _result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    epoch_error = check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+    epoch_error = partition_error(state, name, idx, int(getattr(p, "current_leader_epoch", -1)))
     if epoch_error is not None:
         return _result(idx, epoch_error)
     timeout_ms = None

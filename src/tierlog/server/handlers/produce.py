@@ -10,6 +10,12 @@ the fsync: a failed fsync answers UNKNOWN_SERVER_ERROR, as a failed append does.
 that polls meanwhile does not read the batch either: as Kafka's high watermark moves only
 after that flush, the log holds its high watermark at the first offset of an append whose
 fsync is still running.
+
+Cluster mode (``state.replication``) adds Kafka's leader rules around the same append: a
+partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, acks=all with an ISR
+below ``min.insync.replicas`` answers NOT_ENOUGH_REPLICAS before appending, the batch is
+stamped with the partition's leader epoch, and an acks=all append is answered once the high
+watermark passes it (``ReplicaManager.wait_for_acks``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.replication.partition import Partition
 from tierlog.server.router import CLOSE, NO_REPLY
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 
@@ -55,6 +62,9 @@ class _Appended:
     plog: PartitionLog
     result: AppendResult
     flush_error: BaseException | None = None
+    replica: Partition | None = None
+    """Cluster mode: the led partition whose high watermark acks=all waits for."""
+    replicated_error: ErrorCode | None = None
 
 
 def _append(
@@ -71,10 +81,14 @@ def _append(
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not pd.records:
         return _error(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    replica = _led_partition(state, name, index, acks)
+    if isinstance(replica, ErrorCode):
+        return _error(index, replica)
+    leader_epoch = LEADER_EPOCH if replica is None else replica.leader_epoch
     try:
         # kio already copied the records into a bytes subclass: no second copy
         result = plog.append_as_leader(
-            pd.records, LEADER_EPOCH, acks, single_batch=True, defer_flush=True
+            pd.records, leader_epoch, acks, single_batch=True, defer_flush=True
         )
     except KafkaError as e:
         return _error(index, e.code, e.message)
@@ -83,7 +97,42 @@ def _append(
         # error, never a response the client cannot parse.
         log.exception("produce to %s-%d failed", name, index)
         return _error(index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
-    return _Appended(index, plog, result)
+    if replica is not None and state.replication is not None:
+        state.replication.after_leader_append(replica)
+    return _Appended(index, plog, result, replica=replica)
+
+
+def _led_partition(
+    state: BrokerState, name: str, index: int, acks: int
+) -> Partition | ErrorCode | None:
+    """Cluster mode: the partition this broker leads, or why it may not append (L-2, L-3);
+    None for the single-node path."""
+    repl = state.replication
+    if repl is None or not repl.manages(name):
+        return None
+    p, error = repl.leader_for(name, index)
+    if p is None:
+        return error or ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return p.check_produce(acks) or p
+
+
+async def _wait_for_replicas(
+    state: BrokerState, appended: list[_Appended], timeout_s: float
+) -> None:
+    """acks=all in cluster mode: wait until the HW passes each append (L-7)."""
+    repl = state.replication
+    waiting = [a for a in appended if a.replica is not None and a.flush_error is None]
+    if repl is None or not waiting:
+        return
+    codes = await asyncio.gather(
+        *(
+            repl.wait_for_acks(a.replica, a.result.last_offset + 1, timeout_s)
+            for a in waiting
+            if a.replica is not None
+        )
+    )
+    for a, code in zip(waiting, codes, strict=True):
+        a.replicated_error = code
 
 
 async def _flush(state: BrokerState, appended: list[_Appended]) -> None:
@@ -108,6 +157,9 @@ def _answer(state: BrokerState, name: str, a: _Appended) -> dict[str, Any]:
         log.error("produce to %s-%d failed", name, a.index, exc_info=a.flush_error)
         return _error(a.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(a.flush_error))
     state.purgatory.notify((name, a.index))
+    if a.replicated_error not in (None, ErrorCode.NONE):
+        assert a.replicated_error is not None
+        return _error(a.index, a.replicated_error)
     return {
         "index": a.index,
         "error_code": 0,
@@ -129,7 +181,10 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
         )
         for td in body.topic_data
     ]
-    await _flush(state, [a for _, parts in topics for a in parts if isinstance(a, _Appended)])
+    appended = [a for _, parts in topics for a in parts if isinstance(a, _Appended)]
+    await _flush(state, appended)
+    if acks == -1:
+        await _wait_for_replicas(state, appended, body.timeout.total_seconds())
     responses: list[dict[str, Any]] = []
     failed = False
     for name, parts in topics:

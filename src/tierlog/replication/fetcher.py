@@ -1,0 +1,357 @@
+"""A follower's fetcher: one task per (leader broker, fetcher id) on the event loop
+(Kafka's ``ReplicaFetcherThread``; spec/kafka-replication.md §4).
+
+Each partition the fetcher serves has a fetch state (F-3): **truncating** until
+OffsetForLeaderEpoch has found where its log and the leader's diverge (KIP-101/KIP-279,
+§4.3), then **fetching** from its LEO. Every new leader epoch re-adds the partition in
+truncating state (F-4, KAFKA-7164), so a follower never appends to a log that may have
+diverged. Each loop sends one OffsetForLeaderEpoch for the truncating partitions, then one
+Fetch (``replica_id`` = this broker, ``replica.fetch.*``) for the fetching ones. Answers are
+applied only if the partition is still there at the epoch and offset asked (F-5, checklist
+30). The leader's high watermark is applied clamped to the LEO (F-8, checklist 33).
+
+OFFSET_OUT_OF_RANGE resets the fetch position as F-11 says (ListOffsets LATEST, then
+EARLIEST, to the leader). Other errors (table of §4.2): FENCED_LEADER_EPOCH at the current
+epoch marks the partition failed until a new state re-adds it (F-6); the rest back it off
+for ``replica.fetch.backoff.ms``; a failed request backs off every partition of the fetcher;
+a failing append fails only its partition (checklist 32).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.log import PartitionLog
+from tierlog.log.leader_epoch import UNDEFINED_EPOCH
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.errors import ErrorCode
+from tierlog.replication.wire import BrokerConnection
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
+
+
+class Phase(enum.Enum):
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+
+
+@dataclass
+class FetchState:
+    topic: str
+    index: int
+    log: PartitionLog
+    leader_epoch: int
+    phase: Phase = Phase.TRUNCATING
+    failed: bool = False
+    delay_until: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    broker_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partition_max_bytes: int
+    backoff_ms: int
+    request_timeout_s: float = 30.0
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (per fetcher id).
+
+    ``endpoint`` returns the leader's (host, port), or None while it is not live.
+    ``on_appended`` runs after an append or HW change of a partition (the manager wakes
+    waiters)."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        fetcher_id: int,
+        settings: FetcherSettings,
+        endpoint: Callable[[], tuple[str, int] | None],
+        on_appended: Callable[[tuple[str, int]], None],
+    ) -> None:
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.settings = settings
+        self._endpoint = endpoint
+        self._on_appended = on_appended
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self._wake = asyncio.Event()
+        self._conn: BrokerConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # ---- membership ----------------------------------------------------------------------
+    def add(self, topic: str, index: int, plog: PartitionLog, leader_epoch: int) -> None:
+        """(Re)add a partition at a leader epoch; the same epoch keeps its state (F-4)."""
+        current = self.partitions.get((topic, index))
+        if current is not None and current.leader_epoch == leader_epoch and not current.failed:
+            return
+        self.partitions[(topic, index)] = FetchState(topic, index, plog, leader_epoch)
+        self._wake.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        """Stop the task and close the connection. The task is cancelled until it is done:
+        ``asyncio.wait_for`` can swallow a cancellation that races with its inner result
+        (CPython gh-86296), and the loop also stops at its next turn once closing."""
+        self._closing = True
+        task = self._task
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+        await self._disconnect()
+
+    # ---- the loop ------------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = self.settings.backoff_ms / 1000
+        while not self._closing:
+            now = time.monotonic()
+            ready = [s for s in self.partitions.values() if not s.failed and s.delay_until <= now]
+            if not ready:
+                self._wake.clear()
+                delays = [s.delay_until - now for s in self.partitions.values() if not s.failed]
+                timeout = min(delays) if delays else None
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                conn = await self._connection()
+                truncating = [s for s in ready if s.phase is Phase.TRUNCATING]
+                if truncating:
+                    await self._truncate(conn, truncating)
+                fetching = [s for s in ready if s.phase is Phase.FETCHING and not s.failed]
+                if fetching:
+                    await self._fetch(conn, fetching)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.info("fetcher for leader %d: %r; backing off", self.leader_id, e)
+                await self._disconnect()
+                until = time.monotonic() + backoff
+                for s in ready:
+                    s.delay_until = until
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is None:
+            endpoint = self._endpoint()
+            if endpoint is None:
+                raise ConnectionError(f"leader {self.leader_id} is not live")
+            self._conn = await BrokerConnection.open(
+                *endpoint,
+                client_id=f"replica-fetcher-{self.settings.broker_id}",
+                timeout_s=self.settings.request_timeout_s,
+            )
+        return self._conn
+
+    async def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    def _current(self, s: FetchState, epoch: int) -> bool:
+        return self.partitions.get(s.key) is s and s.leader_epoch == epoch and not s.failed
+
+    def _back_off(self, s: FetchState, code: int) -> None:
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
+            log.info("%s-%d: fenced at epoch %d; waiting for new state", *s.key, s.leader_epoch)
+            s.failed = True
+            return
+        s.delay_until = time.monotonic() + self.settings.backoff_ms / 1000
+
+    # ---- truncation (§4.3) ---------------------------------------------------------------
+    async def _truncate(self, conn: BrokerConnection, states: list[FetchState]) -> None:
+        asked: dict[tuple[str, int], tuple[FetchState, int, int]] = {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for s in states:
+            latest = s.log.leader_epoch_cache.latest_epoch()
+            if latest is None:
+                self._truncated(s, s.log.high_watermark, done=True)
+                continue
+            asked[s.key] = (s, s.leader_epoch, latest)
+            topics.setdefault(s.topic, []).append(
+                {
+                    "partition": s.index,
+                    "current_leader_epoch": s.leader_epoch,
+                    "leader_epoch": latest,
+                }
+            )
+        if not topics:
+            return
+        response = await conn.call(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            EPOCH_VERSION,
+            self.settings.request_timeout_s,
+            replica_id=self.settings.broker_id,
+            topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        )
+        for t in response.topics:
+            for p in t.partitions:
+                entry = asked.get((t.topic, int(p.partition)))
+                if entry is None:
+                    continue
+                s, epoch, _asked = entry
+                if not self._current(s, epoch):
+                    continue
+                if int(p.error_code) != 0:
+                    self._back_off(s, int(p.error_code))
+                    continue
+                self._apply_epoch_answer(s, int(p.leader_epoch), int(p.end_offset))
+
+    def _apply_epoch_answer(self, s: FetchState, leader_epoch: int, end_offset: int) -> None:
+        plog = s.log
+        leo = plog.log_end_offset
+        if end_offset == -1:
+            self._truncated(s, plog.high_watermark, done=True)
+            return
+        if leader_epoch == UNDEFINED_EPOCH:
+            self._truncated(s, min(end_offset, leo), done=True)
+            return
+        own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(leader_epoch, leo)
+        if own_epoch == UNDEFINED_EPOCH:
+            self._truncated(s, min(end_offset, leo), done=True)
+        elif own_epoch != leader_epoch:
+            self._truncated(s, min(own_end, leo), done=False)
+        else:
+            self._truncated(s, min(own_end, end_offset, leo), done=True)
+
+    def _truncated(self, s: FetchState, offset: int, *, done: bool) -> None:
+        s.log.truncate_to(offset)
+        if done:
+            s.phase = Phase.FETCHING
+
+    # ---- fetching (§4.2) -----------------------------------------------------------------
+    async def _fetch(self, conn: BrokerConnection, states: list[FetchState]) -> None:
+        cfg = self.settings
+        asked: dict[tuple[str, int], tuple[FetchState, int, int]] = {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for s in states:
+            offset = s.log.log_end_offset
+            asked[s.key] = (s, s.leader_epoch, offset)
+            topics.setdefault(s.topic, []).append(
+                {
+                    "partition": s.index,
+                    "current_leader_epoch": s.leader_epoch,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": s.log.log_start_offset,
+                    "partition_max_bytes": cfg.partition_max_bytes,
+                }
+            )
+        response = await conn.call(
+            ApiKey.FETCH,
+            FETCH_VERSION,
+            cfg.request_timeout_s + cfg.max_wait_ms / 1000,
+            replica_id=cfg.broker_id,
+            max_wait=datetime.timedelta(milliseconds=cfg.max_wait_ms),
+            min_bytes=cfg.min_bytes,
+            max_bytes=cfg.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        if int(response.error_code) != 0:
+            raise ConnectionError(f"fetch failed: {ErrorCode(int(response.error_code)).name}")
+        for t in response.responses:
+            for p in t.partitions:
+                entry = asked.get((t.topic, int(p.partition_index)))
+                if entry is None:
+                    continue
+                s, epoch, offset = entry
+                if not self._current(s, epoch) or s.log.log_end_offset != offset:
+                    continue
+                code = int(p.error_code)
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._reset_out_of_range(conn, s, epoch)
+                elif code != 0:
+                    self._back_off(s, code)
+                else:
+                    self._append(s, p.records, int(p.high_watermark), int(p.log_start_offset))
+
+    # ---- out of range (F-11) ---------------------------------------------------------------
+    async def _reset_out_of_range(self, conn: BrokerConnection, s: FetchState, epoch: int) -> None:
+        """The leader has no data at our LEO: a leader behind us (after an unclean election)
+        means truncating to its end; a leader whose log starts above our LEO means
+        restarting our log at its start. Otherwise we keep fetching from our LEO."""
+        latest = await self._list_offset(conn, s, -1)
+        if latest is None or not self._current(s, epoch):
+            return
+        leo = s.log.log_end_offset
+        if latest < leo:
+            s.log.truncate_to(latest)
+            return
+        earliest = await self._list_offset(conn, s, -2)
+        if earliest is None or not self._current(s, epoch):
+            return
+        if earliest > s.log.log_end_offset:
+            s.log.truncate_fully_and_start_at(earliest)
+
+    async def _list_offset(self, conn: BrokerConnection, s: FetchState, ts: int) -> int | None:
+        """The leader's offset for a special timestamp, fenced by our epoch; None after an
+        error (the partition is backed off)."""
+        response = await conn.call(
+            ApiKey.LIST_OFFSETS,
+            LIST_OFFSETS_VERSION,
+            self.settings.request_timeout_s,
+            replica_id=self.settings.broker_id,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": s.topic,
+                    "partitions": [
+                        {
+                            "partition_index": s.index,
+                            "current_leader_epoch": s.leader_epoch,
+                            "timestamp": ts,
+                        }
+                    ],
+                }
+            ],
+        )
+        p = response.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            self._back_off(s, int(p.error_code))
+            return None
+        return int(p.offset)
+
+    def _append(self, s: FetchState, records: Any, leader_hw: int, leader_start: int) -> None:
+        """F-7, F-8: append, take the leader's HW (clamped, not maxed) and its log start
+        once our HW has reached it."""
+        try:
+            if records:
+                s.log.append_as_follower(bytes(records))
+            hw = s.log.set_high_watermark(leader_hw)
+            if s.log.log_start_offset < leader_start <= hw:
+                s.log.delete_records(leader_start)
+        except Exception:
+            log.exception("%s-%d: follower append failed; partition stopped", *s.key)
+            s.failed = True
+            return
+        self._on_appended(s.key)

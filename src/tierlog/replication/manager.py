@@ -1,0 +1,540 @@
+"""The broker's replication layer in cluster mode (Kafka's ``ReplicaManager``).
+
+``ReplicaManager`` owns every ``Partition`` this broker holds a replica of, the follower
+fetchers, the acks=all waiters and the ISR writes. It runs on the event loop; handlers ask
+it (never ZooKeeper) who leads, at which epoch, and whether a produce may be acknowledged.
+
+How leadership reaches partitions: the ``ClusterView`` (ZooKeeper watches) reports every
+change of a partition's state znode; its listener hands the change to the loop, where
+``Partition.apply_state`` takes it by epoch (spec §6.11, pitfalls 1-2). A new leader epoch
+makes this broker leader (the epoch is cached at the LEO, follower states reset) or a
+follower (the partition is re-added to the fetcher of its leader, which truncates it by
+OffsetForLeaderEpoch before fetching). Topics appear locally when the view first shows them:
+the manager creates the local topic (its id and config overrides from ZooKeeper).
+
+ISR changes are the leader's (Kafka's ZK-direct mode, L-18): a conditional ``setData`` of
+the state znode on the partition epoch the leader holds, keeping the leader epoch; a failed
+condition means the state moved on, and the view brings the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tierlog.cluster.broker_writes import (
+    ZooKeeperError,
+    announce_controlled_shutdown,
+    claim_producer_ids,
+    shared_cluster_id,
+    topic_config,
+    write_partition_state,
+)
+from tierlog.cluster.cluster_view import (
+    BrokersChanged,
+    ClusterView,
+    PartitionChanged,
+    PartitionInfo,
+    TopicDeleted,
+    ViewChange,
+)
+from tierlog.cluster.producer_id_blocks import ProducerIdBlock
+from tierlog.cluster.znodes import NO_LEADER
+from tierlog.config.broker import BrokerConfig
+from tierlog.log import PartitionLog
+from tierlog.log.checkpoint import topic_id_from_base64
+from tierlog.log.names import TopicPartition
+from tierlog.log.partition_log import INTERNAL_TOPICS
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.replication.delayed_produce import DelayedProduces
+from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
+from tierlog.replication.partition import Partition
+
+if TYPE_CHECKING:
+    from tierlog.cluster.node import ClusterNode
+    from tierlog.log import LogManager
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+class LocalTopics(Protocol):
+    """The broker's topic manager as replication uses it: local topics and their logs."""
+
+    def get(self, name: str) -> Any: ...
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def effective_config(self, info: Any) -> dict[str, Any]: ...
+
+    def create(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> Any: ...
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def fetcher_id(topic: str, index: int, fetchers: int) -> int:
+    """F-1: which of ``num.replica.fetchers`` fetchers serves a partition (stable)."""
+    return (31 * zlib.crc32(topic.encode()) + index) % max(fetchers, 1)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: LocalTopics,
+        logs: LogManager,
+        wake: Callable[[Key], None],
+    ) -> None:
+        self.config = config
+        self.broker_id = config.node_id
+        self.topics = topics
+        self.logs = logs
+        self._wake = wake
+        self.node: ClusterNode | None = None
+        self.partitions: dict[Key, Partition] = {}
+        self.produces = DelayedProduces()
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._creating: dict[str, asyncio.Task[None]] = {}
+        self._topic_ready: dict[str, asyncio.Event] = {}
+        self._closed = False
+        self._stopping = False
+        self._changed = asyncio.Event()
+        """Set whenever a view change was applied (controlled shutdown waits on it)."""
+        self._pid_lock = asyncio.Lock()
+        self._pid_block: ProducerIdBlock | None = None
+        self._next_pid = 0
+        self.lag_ms = int(config.get("replica.lag.time.max.ms"))
+        self._fetch_settings = FetcherSettings(
+            broker_id=self.broker_id,
+            max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+            min_bytes=int(config.get("replica.fetch.min.bytes")),
+            max_bytes=int(config.get("replica.fetch.response.max.bytes")),
+            partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+            backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+        )
+        self._num_fetchers = int(config.get("num.replica.fetchers"))
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    @property
+    def view(self) -> ClusterView | None:
+        return None if self.node is None else self.node.view
+
+    async def start(self, node: ClusterNode, local_cluster_id: str) -> str:
+        """Follow ``node``'s view from now on: every partition it already shows is applied.
+
+        Returns the cluster id all brokers share: ``/cluster/id``, created with this
+        broker's id by the first broker, as Kafka does."""
+        self._loop = asyncio.get_running_loop()
+        self.node = node
+        cluster_id = await asyncio.to_thread(
+            shared_cluster_id, node.member.zk.kazoo, local_cluster_id
+        )
+        view = node.view
+        assert view is not None
+        view.add_listener(self._on_view_change)
+        for name in view.topics():
+            self._ensure_topic(name)
+        self._spawn(self._shrink_loop())
+        return cluster_id
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Z-9/Z-10 over ZooKeeper: announce the shutdown (an ephemeral
+        ``/tierlog/controlled_shutdown/<id>``) and wait until the controller has moved away
+        every leadership another live in-sync replica can take, or ``timeout_s``. True if none
+        is left. The broker keeps serving meanwhile, so clients follow the moves."""
+        node = self.node
+        if node is None or self._loop is None:
+            return True
+        try:
+            await asyncio.to_thread(
+                announce_controlled_shutdown, node.member.zk.kazoo, self.broker_id
+            )
+        except ZooKeeperError as e:
+            log.warning("controlled shutdown not announced: %s", e)
+            return False
+        deadline = self._loop.time() + timeout_s
+        while True:
+            live = self.live_brokers()
+            movable = [
+                p.key
+                for p in self.partitions.values()
+                if p.is_leader and any(r != self.broker_id and r in live for r in p.isr)
+            ]
+            if not movable:
+                log.info("controlled shutdown: no leadership left to move")
+                return True
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                log.warning("controlled shutdown timed out still leading %s", movable)
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    def begin_shutdown(self) -> None:
+        """The broker stops: acks=all appends waiting for followers answer
+        NOT_LEADER_OR_FOLLOWER now (the producer retries on the next leader) instead of
+        holding their connections through the shutdown grace period."""
+        self._stopping = True
+        self.produces.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    async def close(self) -> None:
+        self._closed = True
+        view = self.view
+        if view is not None:
+            view.remove_listener(self._on_view_change)
+        for task in [*self._tasks, *self._creating.values()]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._creating.values(), return_exceptions=True)
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.close()
+        self._fetchers.clear()
+        self.produces.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("replication task failed", exc_info=task.exception())
+
+    # ---- what handlers ask ---------------------------------------------------------------
+    def manages(self, topic: str) -> bool:
+        """A topic of the cluster (its replicas follow ZooKeeper): every topic but the
+        internal ones, which stay local to each broker for now (the group coordinator's
+        ``__consumer_offsets``, ``__remote_log_metadata``) and keep the single-node paths.
+        A topic the cluster does not know (deleted, or not created yet) is never served
+        from a local leftover."""
+        return topic not in INTERNAL_TOPICS
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def leader_for(
+        self, topic: str, index: int, current_leader_epoch: int = -1
+    ) -> tuple[Partition | None, ErrorCode | None]:
+        """The partition if this broker leads it at ``current_leader_epoch``, else the error
+        (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH)."""
+        p = self.partitions.get((topic, index))
+        if p is None:
+            view = self.view
+            if view is not None and topic not in view.topics():
+                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        error = p.check_leader(current_leader_epoch)
+        return (p, None) if error is None else (None, error)
+
+    def live_brokers(self) -> set[int]:
+        view = self.view
+        return set() if view is None else set(view.brokers())
+
+    def after_leader_append(self, p: Partition) -> None:
+        """L-4: followers' fetches parked in the purgatory read the new batch now (an
+        acks=all append waits for them), and the ISR may be just the leader, so the HW may
+        move at once."""
+        self._wake(p.key)
+        self._maybe_advance(p)
+
+    async def wait_for_acks(
+        self, p: Partition, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        """L-7: the answer of an acks=all append once the HW reaches ``required_offset``."""
+        code = p.produce_outcome(required_offset)
+        if code is not None:
+            return code
+        if self._stopping:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return await self.produces.wait(p.key, required_offset, timeout_s)
+
+    def on_follower_fetch(
+        self, topic: str, index: int, replica: int, fetch_offset: int, leader_leo: int
+    ) -> None:
+        """L-9: a follower read at ``fetch_offset`` (its LEO) succeeded."""
+        p = self.partitions.get((topic, index))
+        if p is None or not p.is_leader:
+            return
+        p.record_follower_fetch(replica, fetch_offset, -1, leader_leo, _now_ms())
+        expanded = p.isr_to_expand(replica, self.live_brokers())
+        if expanded is not None:
+            self._write_isr(p, expanded)
+        self._maybe_advance(p)
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id no other broker of the cluster hands out (InitProducerId)."""
+        async with self._pid_lock:
+            if self._pid_block is None or self._next_pid > self._pid_block.end:
+                node = self.node
+                if node is None:
+                    raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not in the cluster yet")
+                self._pid_block = await asyncio.to_thread(
+                    claim_producer_ids, node.member.zk.kazoo, self.broker_id
+                )
+                self._next_pid = self._pid_block.start
+            pid = self._next_pid
+            self._next_pid += 1
+            return pid
+
+    async def wait_topic(self, name: str, timeout_s: float) -> bool:
+        """Wait until the local topic for ``name`` exists (after CreateTopics)."""
+        if self.topics.get(name) is not None:
+            return True
+        event = self._topic_ready.setdefault(name, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    # ---- view changes --------------------------------------------------------------------
+    def _on_view_change(self, change: ViewChange) -> None:
+        """The view's listener (kazoo's thread): hand the change to the loop."""
+        loop = self._loop
+        if loop is None or self._closed:
+            return
+        try:
+            loop.call_soon_threadsafe(self._apply_change, change)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
+
+    def _apply_change(self, change: ViewChange) -> None:
+        if self._closed:
+            return
+        self._changed.set()
+        if isinstance(change, PartitionChanged):
+            if self.topics.get(change.info.topic) is None:
+                self._ensure_topic(change.info.topic)
+            else:
+                self._apply(change.info)
+        elif isinstance(change, TopicDeleted):
+            for key in [k for k in self.partitions if k[0] == change.topic]:
+                self._stop_replica(key)
+        elif isinstance(change, BrokersChanged):
+            for p in self.partitions.values():
+                if p.is_leader:
+                    self._maybe_advance(p)
+
+    def _ensure_topic(self, name: str) -> None:
+        if self.topics.get(name) is not None:
+            self._apply_topic(name)
+            return
+        if name not in self._creating:
+            self._creating[name] = asyncio.get_running_loop().create_task(self._create_local(name))
+
+    async def _create_local(self, name: str) -> None:
+        try:
+            view, node = self.view, self.node
+            assert view is not None and node is not None
+            assignment = view.topics().get(name)
+            if assignment is None:
+                return
+            configs = await asyncio.to_thread(topic_config, node.member.zk.kazoo, name)
+            if self.topics.get(name) is None:
+                topic_id = (
+                    topic_id_from_base64(assignment.topic_id) if assignment.topic_id else None
+                )
+                try:
+                    self.topics.create(
+                        name, len(assignment.partitions), 1, configs, topic_id=topic_id
+                    )
+                except KafkaError as e:
+                    log.error("cannot create local topic %s: %s", name, e)
+                    return
+            event = self._topic_ready.pop(name, None)
+            if event is not None:
+                event.set()
+            self._apply_topic(name)
+        except Exception:
+            log.exception("creating local topic %s failed", name)
+        finally:
+            self._creating.pop(name, None)
+
+    def _apply_topic(self, name: str) -> None:
+        view = self.view
+        if view is None:
+            return
+        for info in view.partitions(name).values():
+            self._apply(info)
+
+    def _apply(self, info: PartitionInfo) -> None:
+        key = (info.topic, info.partition)
+        state = info.state
+        hosted = self.broker_id in info.replicas or self.broker_id in info.adding
+        if state is None:
+            return
+        if not hosted:
+            if key in self.partitions:
+                self._stop_replica(key)
+            return
+        plog = self.topics.get_log(info.topic, info.partition)
+        if plog is None:
+            log.warning("%s-%d: no local log", *key)
+            return
+        p = self.partitions.get(key)
+        if p is None:
+            p = Partition(info.topic, info.partition, self.broker_id, plog)
+            if not plog.replicated:
+                ckpt = self.logs.checkpointed_high_watermark(TopicPartition(*key))
+                plog.set_high_watermark(0 if ckpt is None else ckpt)
+            self.partitions[key] = p
+        topic_info = self.topics.get(info.topic)
+        if topic_info is not None:
+            p.min_insync_replicas = int(
+                self.topics.effective_config(topic_info)["min.insync.replicas"]
+            )
+        was_leader = p.is_leader
+        changed = p.apply_state(state, info.partition_epoch, info.replicas, _now_ms())
+        if changed:
+            self._wake(key)  # waiting fetches answer under the new leadership
+            log.info(
+                "%s-%d: %s at leader epoch %d (leader %d, isr %s)",
+                *key,
+                "leader" if p.is_leader else "follower",
+                p.leader_epoch,
+                p.leader,
+                list(p.isr),
+            )
+        if p.is_leader:
+            self._remove_from_fetchers(key)
+            self._maybe_advance(p)
+        else:
+            if was_leader or changed:
+                self._check_produces(p)
+            if p.leader == NO_LEADER:
+                self._remove_from_fetchers(key)
+            elif changed:
+                self._add_to_fetcher(p)
+
+    def _stop_replica(self, key: Key) -> None:
+        p = self.partitions.pop(key, None)
+        self._remove_from_fetchers(key)
+        if p is not None:
+            p.leader = NO_LEADER
+            self._check_produces(p)
+
+    # ---- fetchers ------------------------------------------------------------------------
+    def _add_to_fetcher(self, p: Partition) -> None:
+        self._remove_from_fetchers(p.key, keep_leader=p.leader)
+        fid = fetcher_id(p.topic, p.index, self._num_fetchers)
+        fetcher = self._fetchers.get((p.leader, fid))
+        if fetcher is None:
+            leader = p.leader
+            fetcher = ReplicaFetcher(
+                leader,
+                fid,
+                self._fetch_settings,
+                lambda: self._endpoint(leader),
+                self._on_follower_appended,
+            )
+            self._fetchers[(leader, fid)] = fetcher
+            fetcher.start()
+        fetcher.add(p.topic, p.index, p.log, p.leader_epoch)
+
+    def _remove_from_fetchers(self, key: Key, keep_leader: int | None = None) -> None:
+        for (leader, _), fetcher in self._fetchers.items():
+            if leader != keep_leader:
+                fetcher.remove(key)
+
+    def _endpoint(self, broker: int) -> tuple[str, int] | None:
+        view = self.view
+        if view is None:
+            return None
+        live = view.brokers().get(broker)
+        if live is None or not live.registration.endpoints:
+            return None
+        e = live.registration.endpoints[0]
+        return e.host or "127.0.0.1", e.port
+
+    def _on_follower_appended(self, key: Key) -> None:
+        self._wake(key)
+
+    # ---- leader: HW, ISR, waiters --------------------------------------------------------
+    def _maybe_advance(self, p: Partition) -> None:
+        if p.maybe_advance_high_watermark():
+            self._wake(p.key)
+        self._check_produces(p)
+
+    def _check_produces(self, p: Partition) -> None:
+        self.produces.check(p.key, p.produce_outcome)
+
+    async def _shrink_loop(self) -> None:
+        """L-14: every ``replica.lag.time.max.ms / 2``, drop followers that fell behind."""
+        interval = max(self.lag_ms / 2, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = _now_ms()
+            for p in list(self.partitions.values()):
+                shrunk = p.isr_to_shrink(now, self.lag_ms)
+                if shrunk is not None:
+                    log.info("%s-%d: shrinking ISR %s -> %s", *p.key, list(p.isr), list(shrunk))
+                    self._write_isr(p, shrunk)
+
+    def _write_isr(self, p: Partition, isr: tuple[int, ...]) -> None:
+        """One conditional write of the state znode with the new ISR (L-17, L-18)."""
+        node = self.node
+        if node is None or p.pending_isr is not None:
+            return
+        p.pending_isr = isr
+        epoch, version = p.leader_epoch, p.partition_epoch
+        data = p.state_with_isr(isr).encode()
+        zk = node.member.zk.kazoo
+
+        async def write() -> None:
+            written = None
+            try:
+                written = await asyncio.to_thread(
+                    write_partition_state, zk, p.topic, p.index, data, version
+                )
+                if written is None:
+                    log.info("%s-%d: ISR write lost to a newer state", *p.key)
+            except ZooKeeperError as e:
+                log.warning("%s-%d: ISR write failed: %s", *p.key, e)
+            except BaseException:
+                p.pending_isr = None
+                raise
+            if p.pending_isr == isr:
+                ours = written is not None and p.leader_epoch == epoch
+                if ours and written is not None and p.partition_epoch < written:
+                    p.isr_written(isr, written)
+                    log.info("%s-%d: ISR now %s", *p.key, list(isr))
+                else:
+                    p.pending_isr = None
+            self._maybe_advance(p)
+
+        self._spawn(write())
+
+
+def replication_for(
+    config: BrokerConfig,
+    topics: LocalTopics,
+    logs: LogManager,
+    wake: Callable[[Key], None],
+) -> ReplicaManager | None:
+    """The replication layer in cluster mode (``zookeeper.connect`` set), else None."""
+    if config.get("zookeeper.connect") is None:
+        return None
+    return ReplicaManager(config, topics, logs, wake)

@@ -1,0 +1,129 @@
+"""The replication rules of ``tierlog.replication.partition.Partition``, on a real log
+(spec/kafka-replication.md §3, §5; Kafka's ``ReplicaTest`` and ``PartitionTest``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tierlog.cluster.znodes import PartitionState
+from tierlog.log import LogConfig, LogManager, TopicPartition
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import SimpleRecord, build_batch
+from tierlog.replication.partition import FollowerState, Partition
+
+LAG_MS = 10_000
+
+
+@pytest.fixture
+def partition(tmp_path: Path) -> Iterator[Partition]:
+    mgr = LogManager([tmp_path], LogConfig())
+    mgr.load()
+    plog = mgr.create_log(TopicPartition("t", 0), uuid.UUID(int=1))
+    plog.set_high_watermark(0)
+    p = Partition("t", 0, 1, plog)
+    p.min_insync_replicas = 2
+    yield p
+    mgr.shutdown()
+
+
+def _append(p: Partition, n: int = 1) -> int:
+    batch = build_batch([SimpleRecord(b"v", None) for _ in range(n)])
+    return p.log.append_as_leader(batch, p.leader_epoch).last_offset + 1
+
+
+def _lead(p: Partition, epoch: int, isr: tuple[int, ...], version: int = 0) -> bool:
+    return p.apply_state(PartitionState(1, epoch, isr, 1), version, (1, 2, 3), 1_000)
+
+
+def test_update_fetch_state_moves_caught_up_time_as_kafka() -> None:
+    """ReplicaTest.testUpdateFetchState: fetches at 5/10, 10/15, 15/15 (offset/leader LEO)
+    at t1, t2, t3 move the caught-up time to t1 (previous fetch reached), then t3."""
+    fs = FollowerState()
+    fs.update(5, 0, 10, 100)
+    assert fs.last_caught_up_ms == 0
+    fs.update(10, 0, 15, 200)
+    assert fs.last_caught_up_ms == 100
+    fs.update(15, 0, 15, 300)
+    assert fs.last_caught_up_ms == 300
+    assert fs.caught_up(15, 10**9, LAG_MS), "LEO equal to the leader's is never out of sync"
+    assert fs.caught_up(16, 300 + LAG_MS, LAG_MS)
+    assert not fs.caught_up(16, 300 + LAG_MS + 1, LAG_MS)
+
+
+def test_becoming_leader_caches_the_epoch_at_the_leo(partition: Partition) -> None:
+    p = partition
+    assert _lead(p, 0, (1, 2, 3))
+    _append(p, 3)
+    assert _lead(p, 4, (1, 2, 3), 1)
+    assert p.epoch_start_offset == 3
+    assert p.log.leader_epoch_cache.latest_entry() == (4, 3)
+    assert not _lead(p, 4, (1, 2, 3), 1), "an equal state is a no-op"
+    assert not _lead(p, 3, (1, 2, 3), 9), "an older epoch is ignored"
+    assert not _lead(p, 4, (1, 2), 2), "a newer partition epoch only refreshes the ISR"
+    assert p.isr == (1, 2)
+
+
+def test_high_watermark_is_min_leo_over_the_isr(partition: Partition) -> None:
+    p = partition
+    _lead(p, 0, (1, 2, 3))
+    leo = _append(p, 10)
+    assert not p.maybe_advance_high_watermark(), "followers' LEOs are unknown"
+    p.record_follower_fetch(2, 10, 0, leo, 1_000)
+    assert not p.maybe_advance_high_watermark()
+    p.record_follower_fetch(3, 4, 0, leo, 1_000)
+    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 4
+    assert p.produce_outcome(4) is ErrorCode.NONE
+    assert p.produce_outcome(10) is None, "acks=all keeps waiting"
+    p.record_follower_fetch(3, 10, 0, leo, 1_000)
+    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 10
+    assert not p.maybe_advance_high_watermark()
+
+
+def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
+    """KAFKA-15583: with the committed ISR below min.insync.replicas nothing is committed;
+    acks=all is refused before the append."""
+    p = partition
+    _lead(p, 0, (1,))
+    _append(p, 2)
+    assert p.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert p.check_produce(1) is None
+    assert not p.maybe_advance_high_watermark() and p.log.high_watermark == 0
+
+
+def test_isr_shrinks_after_the_lag_and_expands_from_the_epoch_start(
+    partition: Partition,
+) -> None:
+    p = partition
+    _lead(p, 0, (1, 2, 3))
+    leo = _append(p, 5)
+    p.record_follower_fetch(2, leo, 0, leo, 1_000)
+    p.record_follower_fetch(3, 2, 0, leo, 1_000)
+    assert p.isr_to_shrink(1_000 + LAG_MS, LAG_MS) is None
+    assert p.isr_to_shrink(1_000 + LAG_MS + 1, LAG_MS) == (1, 2)
+    p.isr_written((1, 2), 1)
+    p.maybe_advance_high_watermark()
+    assert p.log.high_watermark == leo
+    assert p.isr_to_expand(3, {1, 2, 3}) is None, "LEO below the HW"
+    p.record_follower_fetch(3, leo, 0, leo, 2_000)
+    assert p.isr_to_expand(3, {1, 2}) is None, "not live"
+    assert p.isr_to_expand(3, {1, 2, 3}) == (1, 2, 3)
+    p.pending_isr = (1, 2, 3)
+    assert p.maximal_isr == {1, 2, 3}, "a pending expansion counts at once"
+    assert p.isr_to_shrink(10**9, LAG_MS) is None, "one change in flight"
+
+
+def test_leader_epoch_fencing_and_demotion(partition: Partition) -> None:
+    p = partition
+    _lead(p, 5, (1, 2, 3))
+    assert p.check_leader(5) is None and p.check_leader(-1) is None
+    assert p.check_leader(4) is ErrorCode.FENCED_LEADER_EPOCH
+    assert p.check_leader(6) is ErrorCode.UNKNOWN_LEADER_EPOCH
+    leo = _append(p)
+    assert p.apply_state(PartitionState(2, 6, (2, 3), 1), 1, (1, 2, 3), 2_000)
+    assert not p.is_leader and p.check_leader(6) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.produce_outcome(leo) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.check_produce(1) is ErrorCode.NOT_LEADER_OR_FOLLOWER
