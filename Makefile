@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit quick bench soak clean
+.PHONY: install run cluster test lint typecheck unit quick bench soak clean
 
 install: $(STAMP)
 
@@ -25,9 +25,13 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/tierlog serve
 
+# A local ZooKeeper and three brokers on 127.0.0.1:9092-9094, in the foreground (Ctrl-C).
+cluster: install
+	$(PY) tools/local_cluster.py
+
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench tools
+	$(VENV)/bin/ruff format --check src tests bench tools
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -51,9 +51,20 @@ def _kv(items: Sequence[str] | None) -> dict[str, str]:
 
 # ---- topics ---------------------------------------------------------------------------------
 def topics_create(c: WireConnection, a: argparse.Namespace) -> None:
-    code, message = c.create_topic(
-        a.topic, a.partitions, _kv(a.config), replication_factor=a.replication_factor
-    )
+    def create(conn: WireConnection) -> tuple[int, str | None]:
+        return conn.create_topic(
+            a.topic, a.partitions, _kv(a.config), replication_factor=a.replication_factor
+        )
+
+    code, message = create(c)
+    if code == ErrorCode.NOT_CONTROLLER:
+        # a cluster creates topics on its controller, as Kafka's admin client sends them
+        md = c.call(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False)
+        where = {int(b.node_id): (b.host, int(b.port)) for b in md.brokers}
+        controller = where.get(int(md.controller_id))
+        if controller is not None:
+            with WireConnection(*controller, client_id=CLIENT_ID) as conn:
+                code, message = create(conn)
     _check(code, message, f"create {a.topic}")
     print(f"Created topic {a.topic}.")
 
