@@ -1,0 +1,3 @@
+"""Kafka's transaction coordinator, its pure parts: ``state.py`` holds the whole state machine
+of a transactional id, ``schema.py`` the ``__transaction_state`` and marker record formats,
+``config.py`` the coordinator's settings."""
