@@ -446,3 +446,18 @@ def test_metadata_round_trips_through_the_log() -> None:
     assert loaded == replace(m, last_producer_epoch=-1)
     with pytest.raises(IllegalTransition):
         TxnMetadata.from_log_value(TID, replace(value, state=TxnState.DEAD.value))
+
+
+def test_failed_fence_at_the_reserved_epoch_can_be_retried() -> None:
+    m = meta(TxnState.ONGOING, epoch=EXHAUSTED_EPOCH)
+    d = init_producer_id(m, TID, 60_000, NOW, Allocator(), CONFIG)
+    assert d.current is not None
+    failed = write_failed(d.current)
+    assert failed.producer_epoch == MAX_PRODUCER_EPOCH
+    again = init_producer_id(failed, TID, 60_000, NOW, Allocator(), CONFIG)
+    assert again.write is not None and again.write.producer_epoch == MAX_PRODUCER_EPOCH
+    aborting = applied(again)
+    done = applied(complete(marker_written(aborting, TP0), NOW))
+    alloc = Allocator()
+    error, _, pid, epoch = init(done, alloc)
+    assert (error, pid, epoch) == (ErrorCode.NONE, alloc.handed_out[0], 0)

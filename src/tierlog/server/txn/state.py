@@ -365,9 +365,9 @@ def init_producer_id(
 def _fence_and_abort(meta: TxnMetadata, now_ms: int, error: ErrorCode) -> Decision:
     """Bump the epoch in memory (PrepareEpochFence) and write PrepareAbort at the bumped epoch.
     After a failed fence the epoch is already bumped and is not bumped again."""
-    if meta.producer_epoch >= MAX_PRODUCER_EPOCH:
-        raise IllegalTransition("cannot fence a producer at the maximum epoch")
     epoch = meta.producer_epoch if meta.has_failed_epoch_fence else meta.producer_epoch + 1
+    if epoch > MAX_PRODUCER_EPOCH:
+        raise IllegalTransition("cannot fence a producer at the maximum epoch")
     fenced = replace(meta, producer_epoch=epoch, state=TxnState.PREPARE_EPOCH_FENCE)
     target = replace(
         meta,
