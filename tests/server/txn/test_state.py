@@ -461,3 +461,33 @@ def test_failed_fence_at_the_reserved_epoch_can_be_retried() -> None:
     alloc = Allocator()
     error, _, pid, epoch = init(done, alloc)
     assert (error, pid, epoch) == (ErrorCode.NONE, alloc.handed_out[0], 0)
+
+
+def test_kip360_without_last_producer_data_is_fenced() -> None:
+    """Metadata written without the previous producer (an old writer, or a reload: the last
+    epoch is not persisted) cannot recognise a retry."""
+    m = meta(TxnState.EMPTY, epoch=2)
+    assert init(m, expected_producer_id=10, expected_epoch=1)[0] is ErrorCode.PRODUCER_FENCED
+
+
+def test_kip360_old_producer_id_after_a_new_mapping_is_fenced() -> None:
+    m = meta(TxnState.EMPTY, pid=11, epoch=1, prev_producer_id=10, last_producer_epoch=0)
+    assert init(m, expected_producer_id=10, expected_epoch=1)[0] is ErrorCode.PRODUCER_FENCED
+
+
+def test_kip360_retry_of_a_rotation_returns_the_new_producer_id() -> None:
+    m = meta(TxnState.EMPTY, epoch=EXHAUSTED_EPOCH, last_producer_epoch=EXHAUSTED_EPOCH - 1)
+    alloc = Allocator()
+    error, rotated, pid, epoch = init(
+        m, alloc, expected_producer_id=10, expected_epoch=EXHAUSTED_EPOCH
+    )
+    assert (error, pid, epoch) == (ErrorCode.NONE, alloc.handed_out[0], 0)
+    error, _, pid2, epoch2 = init(
+        rotated, alloc, expected_producer_id=10, expected_epoch=EXHAUSTED_EPOCH
+    )
+    assert (error, pid2, epoch2) == (ErrorCode.NONE, pid, 0)
+    assert len(alloc.handed_out) == 1
+    # An old-producer-id request with any other epoch is fenced.
+    assert init(rotated, alloc, expected_producer_id=10, expected_epoch=3)[0] is (
+        ErrorCode.PRODUCER_FENCED
+    )

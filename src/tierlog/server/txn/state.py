@@ -194,7 +194,8 @@ class Decision:
 
     ``current`` is the id's metadata from now on (``None``: there is none; with ``write`` set,
     its ``pending`` is the written state). ``write`` is the metadata to append, or ``None``.
-    ``error`` is the answer (after a successful write when ``write`` is set). ``producer_id``
+    ``error`` is the answer once ``write`` (if any) succeeded; when the write fails the answer
+    is the write's error, mapped as Kafka's ``appendTransactionToLog`` does. ``producer_id``
     and ``producer_epoch`` are what InitProducerId answers. ``markers`` says that after the
     write the transaction's markers must be sent to ``write.partitions``.
     """
