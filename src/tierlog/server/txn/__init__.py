@@ -1,3 +1,4 @@
 """Kafka's transaction coordinator, its pure parts: ``state.py`` holds the whole state machine
 of a transactional id, ``schema.py`` the ``__transaction_state`` and marker record formats,
-``config.py`` the coordinator's settings."""
+``load.py`` rebuilds a partition's ids from its records, ``config.py`` holds the coordinator's
+settings."""
