@@ -46,10 +46,16 @@ Theory of operation
   timed-out Ongoing transaction is aborted the same way.
 * EndTxn writes Prepare*, answers the client, then the driver sends one marker per partition
   (``markers``) and, once all are acknowledged, writes ``complete(...)``'s Complete*.
-* Transaction version 2 (KIP-890 part 2: EndTxn v5, AddPartitionsToTxn v4+ from brokers) bumps
-  the epoch on every EndTxn, allows PrepareAbort from Empty/Complete*, and adds partitions
-  implicitly on Produce; it is not decided here yet. KIP-890 part 1 (the leader asking the
-  coordinator whether a partition is in the transaction) is ``verify_partitions``.
+* KIP-890 part 1 (the partition leader asking the coordinator, with AddPartitionsToTxn v4+
+  VerifyOnly, whether a partition is in the transaction before the producer's first write to
+  it) is ``verify_partitions``.
+* Transaction version 2 (KIP-890 part 2) is not decided here: the broker must not advertise
+  ``transaction.version`` >= 2 until it is. Under TV2 EndTxn v5 bumps the epoch on every
+  commit/abort (Prepare* written at E+1 with ``last_producer_epoch`` E; at an exhausted epoch
+  it carries a fresh ``next_producer_id`` that Complete* switches to at epoch 0), accepts a
+  retry at E-1, allows an empty PrepareAbort from Empty/Complete*, and partitions are added
+  implicitly by Produce v12 and TxnOffsetCommit v5 (AddPartitionsToTxn v4+ without
+  VerifyOnly).
 """
 
 from __future__ import annotations
