@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tierlog.client import WireConnection
+from tierlog.client import ListedOffset, WireConnection
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
 from tierlog.protocol.api_keys import ApiKey
@@ -105,9 +105,9 @@ def describe(c: WireConnection, topic: str) -> dict[str, Any]:
                 for p in parts:
                     offsets[p][key] = None
                 continue
-            for p in leaders.list_offsets(topic, parts, ts, version, by_index):
-                _check(p.error_code, None, f"list offsets {topic}-{p.partition_index}")
-                offsets[p.partition_index][key] = int(p.offset)
+            for index, answer in leaders.list_offsets(topic, parts, ts, version, by_index).items():
+                _check(answer.error_code, None, f"list offsets {topic}-{index}")
+                offsets[index][key] = answer.offset
     finally:
         leaders.close()
     dc = c.call(
@@ -161,10 +161,8 @@ class _LeaderConnections:
 
     def list_offsets(
         self, topic: str, parts: list[int], ts: int, version: int, by_index: dict[int, Any]
-    ) -> list[Any]:
-        answers = {
-            int(p.partition_index): p for p in self._ask(self._bootstrap, topic, parts, ts, version)
-        }
+    ) -> dict[int, ListedOffset]:
+        answers = self._bootstrap.list_offsets(topic, parts, ts, version=version)
         elsewhere: dict[int, list[int]] = {}
         for index, p in answers.items():
             leader = int(by_index[index].leader_id)
@@ -173,28 +171,8 @@ class _LeaderConnections:
         for leader, indexes in elsewhere.items():
             if leader not in self._open:
                 self._open[leader] = WireConnection(*self._addresses[leader], client_id=CLIENT_ID)
-            for p in self._ask(self._open[leader], topic, indexes, ts, version):
-                answers[int(p.partition_index)] = p
-        return [answers[i] for i in sorted(answers)]
-
-    @staticmethod
-    def _ask(c: WireConnection, topic: str, parts: list[int], ts: int, version: int) -> Any:
-        lo = c.call(
-            ApiKey.LIST_OFFSETS,
-            version,
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-                        for p in parts
-                    ],
-                }
-            ],
-        )
-        return lo.topics[0].partitions
+            answers.update(self._open[leader].list_offsets(topic, indexes, ts, version=version))
+        return dict(sorted(answers.items()))
 
     def close(self) -> None:
         for conn in self._open.values():
