@@ -87,7 +87,7 @@ def test_controller_moves_leadership_off_a_killed_broker(
 
     epoch = read_controller_epoch(kazoo_client)[0]
     wait_until(lambda: state(0) == PartitionState(1, 0, (1, 2), epoch), 10, what="t-0 state")
-    assert state(1) == PartitionState(2, 0, (2, 1), epoch)
+    wait_until(lambda: state(1) == PartitionState(2, 0, (2, 1), epoch), 10, what="t-1 state")
 
     b1.kill()
     wait_until(lambda: read_controller(kazoo_client) == 2, 15, what="broker 2 is controller")

@@ -542,7 +542,7 @@ def test_each_client_lists_three_brokers_and_reads_back_acks_all(
         consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
         try:
             assert TOPIC in consumer.topics()
-            listed = {b.nodeId for b in consumer._client.cluster.brokers()}
+            listed = {b.node_id for b in consumer._client.cluster.brokers()}
         finally:
             consumer.close()
     elif client == "aiokafka":

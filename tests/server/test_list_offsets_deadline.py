@@ -59,6 +59,7 @@ def _state(rlm: _Rlm, partitions: int) -> Any:
     return SimpleNamespace(
         topics=SimpleNamespace(get_log=lambda name, idx: logs.get(idx)),
         tiering=SimpleNamespace(rlm=rlm),
+        replication=None,  # single-node mode
     )
 
 
