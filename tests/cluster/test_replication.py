@@ -54,6 +54,20 @@ def _start_cluster(
     return brokers
 
 
+def _full_isr(kazoo: KazooClient) -> bool:
+    """Every broker of the three is in the partition's ISR."""
+    s = _state(kazoo)
+    return s is not None and sorted(s.isr) == [1, 2, 3]
+
+
+def _rejoined_and_progressing(
+    kazoo: KazooClient, rec: Recorder, acked_before: int, broker_id: int
+) -> None:
+    """A restarted broker is back in the ISR and the producer has gone on acknowledging."""
+    wait_until(partial(_full_isr, kazoo), 30, what=f"broker {broker_id} back in the ISR")
+    wait_until(partial(_acked_past, rec, acked_before + 20), 30, what="progress")
+
+
 def _acked_past(rec: Recorder, count: int) -> bool:
     return len(rec.acked) > count
 
@@ -90,7 +104,7 @@ def _wait_hosted(brokers: dict[int, BrokerProcess], kazoo: KazooClient) -> None:
     """Every broker holds the partition (its local log exists, so it applied the state; the
     controller's first state has the full ISR before any broker looked)."""
     wait_until(
-        lambda: (s := _state(kazoo)) is not None and sorted(s.isr) == [1, 2, 3],
+        partial(_full_isr, kazoo),
         20,
         what="full ISR",
     )
@@ -228,7 +242,7 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(
 
     cluster[before.leader].start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
     wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        partial(_full_isr, kazoo_client),
         30,
         what="the restarted broker back in the ISR",
     )
@@ -283,7 +297,7 @@ def test_min_insync_replicas_with_two_of_three_down(
     for b in followers:
         b.start()
     wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        partial(_full_isr, kazoo_client),
         30,
         what="the ISR expands again",
     )
@@ -502,7 +516,7 @@ def test_a_follower_behind_the_leaders_log_start_restarts_there(
     assert (int(p.error_code), int(p.low_watermark)) == (0, 20)
     lagging.start()
     wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
+        partial(_full_isr, kazoo_client),
         30,
         what="the follower back in the ISR",
     )
@@ -614,12 +628,7 @@ def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
                 what=f"round {round_}: broker {victim} out of the ISR",
             )
             cluster[victim].start(timeout_s=SESSION_TIMEOUT_MS / 1000 + 30)
-            wait_until(
-                lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
-                30,
-                what=f"round {round_}: broker {victim} back in the ISR",
-            )
-            wait_until(partial(_acked_past, rec, before + 20), 30, what="progress")
+            _rejoined_and_progressing(kazoo_client, rec, before, victim)
     finally:
         stop.set()
         producer.join(10)
@@ -725,12 +734,7 @@ def test_rolling_restart_with_sigterm_loses_nothing(
             before = len(rec.acked)
             assert cluster[broker_id].stop() == 0
             cluster[broker_id].start()
-            wait_until(
-                lambda: (s := _state(kazoo_client)) is not None and sorted(s.isr) == [1, 2, 3],
-                30,
-                what=f"broker {broker_id} back in the ISR",
-            )
-            wait_until(partial(_acked_past, rec, before + 20), 30, what="progress")
+            _rejoined_and_progressing(kazoo_client, rec, before, broker_id)
     finally:
         stop.set()
         producer.join(10)

@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.helpers import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -48,12 +49,11 @@ def free_port() -> int:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    """``poll.wait_until``, failing with ``TimeoutError`` (callers stop a server on it)."""
+    try:
+        poll.wait_until(predicate, timeout, interval_s=0.05, what=what)
+    except AssertionError as e:
+        raise TimeoutError(str(e)) from e
 
 
 def _http_ok(url: str) -> bool:

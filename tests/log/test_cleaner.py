@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.poll import wait_until
 from tests.log.cleaner_helpers import clean_fully, keyed_batch, make_cleaner, read_rows
 from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, ManualClock
 from tierlog.log import LogConfig
@@ -180,9 +181,7 @@ def test_cleaner_threads_clean_in_the_background_and_stop_with_the_manager(
     cleaner = mgr.start_cleaner(
         CleanerConfig(threads=2, backoff_ms=10, io_max_bytes_per_second=10_000_000)
     )
-    deadline = time.monotonic() + 20
-    while len(read_rows(plog)) > 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(read_rows(plog)) <= 4, 20, what="the background cleaning")
     assert [r[2] for r in read_rows(plog)] == [b"v96", b"v97", b"v98", b"v99"]
     threads = list(cleaner._threads)
     assert len(threads) == 2

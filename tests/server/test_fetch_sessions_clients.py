@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.wire import fetch_partition
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
@@ -125,9 +126,23 @@ def _fetch(
     forgotten: list[int] | None = None,
 ) -> Any:
     """Fetch v12 of topic fs-wire: ``parts`` maps partition to fetch offset."""
+    return _session_fetch(c, 12, session_id, epoch, {"topic": "fs-wire"}, parts, forgotten)
+
+
+def _session_fetch(
+    c: WireConnection,
+    version: int,
+    session_id: int,
+    epoch: int,
+    topic: dict[str, Any],
+    parts: dict[int, int],
+    forgotten: list[int] | None = None,
+) -> Any:
+    """A Fetch in a session: ``topic`` names the topic (``{"topic": name}`` up to v12,
+    ``{"topic_id": id}`` from v13), ``parts`` maps partition to fetch offset."""
     return c.call(
         ApiKey.FETCH,
-        12,
+        version,
         replica_id=-1,
         max_wait=0,
         min_bytes=0,
@@ -135,25 +150,10 @@ def _fetch(
         isolation_level=0,
         session_id=session_id,
         session_epoch=epoch,
-        topics=[
-            {
-                "topic": "fs-wire",
-                "partitions": [
-                    {
-                        "partition": p,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": off,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                    for p, off in parts.items()
-                ],
-            }
-        ]
+        topics=[{**topic, "partitions": [fetch_partition(p, off) for p, off in parts.items()]}]
         if parts
         else [],
-        forgotten_topics_data=[{"topic": "fs-wire", "partitions": forgotten}] if forgotten else [],
+        forgotten_topics_data=[{**topic, "partitions": forgotten}] if forgotten else [],
         rack_id="",
     )
 
@@ -195,37 +195,7 @@ def _fetch_by_id(
     c: WireConnection, session_id: int, epoch: int, topic_id: uuid.UUID, parts: dict[int, int]
 ) -> Any:
     """Fetch v13 (topic ids): ``parts`` maps partition to fetch offset."""
-    return c.call(
-        ApiKey.FETCH,
-        13,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=session_id,
-        session_epoch=epoch,
-        topics=[
-            {
-                "topic_id": topic_id,
-                "partitions": [
-                    {
-                        "partition": p,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": off,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                    for p, off in parts.items()
-                ],
-            }
-        ]
-        if parts
-        else [],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    return _session_fetch(c, 13, session_id, epoch, {"topic_id": topic_id}, parts)
 
 
 def test_a_session_by_topic_ids_and_a_version_switch(broker: BrokerProcess) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -80,7 +81,9 @@ async def _answer(rlm: _Rlm, version: int, partitions: int, timeout_ms: int) -> 
     task = asyncio.ensure_future(
         handle_list_offsets(_state(rlm, partitions), _request(version, partitions, timeout_ms))
     )
+    deadline = time.monotonic() + 10
     while rlm.in_flight < partitions - len(rlm.slow) and not task.done():
+        assert time.monotonic() < deadline, "the lookups never all started"
         await asyncio.sleep(0.001)
     rlm.release.set()
     return await task

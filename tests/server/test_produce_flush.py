@@ -109,6 +109,8 @@ def test_flush_messages_fsyncs_off_the_loop_and_answers_after_it(
             try:
                 produce = asyncio.ensure_future(asyncio.to_thread(_produce, run.client))
                 await _until(lambda: bool(segment_fsyncs) or produce.done())
+                # the fsync is now held: an answer sent before it would arrive within this
+                # window, which is the one thing a negative assertion can wait for
                 await asyncio.sleep(0.2)
                 assert run.loop_thread not in segment_fsyncs, "fsynced on the event loop"
                 assert not produce.done(), "answered before the fsync flush.messages demands"

@@ -20,6 +20,7 @@ entry written when the segment is sealed.
 
 from __future__ import annotations
 
+import abc
 import mmap
 import os
 import struct
@@ -55,7 +56,7 @@ _MAX_I32 = 0x7FFFFFFF
 _Index = TypeVar("_Index", bound="_MappedIndex")
 
 
-class _MappedIndex:
+class _MappedIndex(abc.ABC):
     entry_size = 8
     #: The key entries are sorted by, at the start of each entry (see ``_floor``).
     _leading_key = _U32
@@ -104,12 +105,13 @@ class _MappedIndex:
                 n -= 1
         self._entries = n
 
+    @abc.abstractmethod
     def check_entries(self) -> None:
         """Raise ``CorruptIndexError`` unless every entry is in order."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def entry(self, n: int) -> OffsetPosition | TimestampOffset:
-        raise NotImplementedError
+        """Entry ``n``, with its offset made absolute."""
 
     def _floor(self, key: int) -> int:
         """The last entry whose leading key is at most ``key``, or -1: a binary search that
