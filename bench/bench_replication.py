@@ -215,6 +215,7 @@ def produce(bootstrap: str, count: int, acks: str) -> None:
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.kbytes": 256 * 1024,
+            "log_level": 2,
         }
     )
     payload = os.urandom(MESSAGE)
