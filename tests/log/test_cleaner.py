@@ -288,3 +288,27 @@ def test_retention_removing_a_segment_mid_cleaning_aborts_that_swap_only(
         b"k2": b"v58",
         b"k3": b"v59",
     }
+
+
+def test_health_reports_each_compacted_logs_dirty_ratio(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(60):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.health().dirty_ratios == {TP: 1.0}
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert service.health().dirty_ratios == {TP: 0.0}
+    for i in range(30):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    sealed = plog.segments()[:-1]
+    clean_end = service.checkpointed_offset(TP)
+    clean = sum(s.size for s in sealed if s.base_offset < (clean_end or 0))
+    dirty = sum(s.size for s in sealed) - clean
+    assert dirty > 0
+    assert clean > 0
+    assert service.health().dirty_ratios[TP] == dirty / (clean + dirty)
