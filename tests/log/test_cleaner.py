@@ -312,3 +312,30 @@ def test_health_reports_each_compacted_logs_dirty_ratio(
     assert dirty > 0
     assert clean > 0
     assert service.health().dirty_ratios[TP] == dirty / (clean + dirty)
+
+
+def test_a_replica_cleans_only_below_its_high_watermark(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    """Kafka's first uncleanable offset is bounded by the last stable offset, which never
+    passes the HW: a follower whose HW lags its LEO leaves every sealed segment at or above
+    the HW's segment as it was fetched, even where newer records make them obsolete."""
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(120):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    sealed = plog.segments()[:-1]
+    assert len(sealed) >= 4
+    hw = (sealed[2].base_offset + sealed[2].next_offset) // 2
+    assert plog.set_high_watermark(hw) == hw
+    before = {o: (k, v) for o, k, v, _ in read_rows(plog) if o >= sealed[2].base_offset}
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert clean_fully(service, worker, clock.now) >= 1
+    rows = read_rows(plog)
+    assert {o: (k, v) for o, k, v, _ in rows if o >= sealed[2].base_offset} == before
+    assert len([r for r in rows if r[0] < sealed[2].base_offset]) == 3, "below it: one per key"
+    assert service.checkpointed_offset(TP) == sealed[2].base_offset
+    plog.set_high_watermark(plog.log_end_offset)
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert len(read_rows(plog)) == 3
