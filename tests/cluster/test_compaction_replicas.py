@@ -12,7 +12,7 @@ written at, nothing else than what was written at each offset, and no expired to
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -106,7 +106,7 @@ def _read_replica(partition_dir: Path) -> list[Row]:
     return rows
 
 
-def _latest(rows: list[Row]) -> dict[bytes | None, Row]:
+def _latest(rows: Sequence[Row]) -> dict[bytes | None, Row]:
     table: dict[bytes | None, Row] = {}
     for row in rows:
         table[row[1]] = row
