@@ -29,11 +29,11 @@ from tierlog.log.cleaner.cleanable import LogToClean
 from tierlog.log.cleaner.cleaned_segment import CleanedSegmentWriter, cleaned_paths
 from tierlog.log.cleaner.offset_map import OffsetMap
 from tierlog.log.cleaner.rebatch import (
-    RawRecord,
+    RecordSpan,
     build_empty,
     build_retained,
-    decode_records,
     delete_horizon,
+    scan_records,
 )
 from tierlog.log.cleaner.throttler import Throttler
 from tierlog.log.cleaner.transactions import BatchAction, TransactionPolicy, policy_for_range
@@ -237,23 +237,26 @@ class Cleaner:
                 if h.last_offset < start:
                     continue
                 if policy.on_batch(h, retain_markers=True) is BatchAction.FILTER:
+                    base = h.base_offset
+                    spans = scan_records(data, h)[1]
                     keyed = [
-                        r
-                        for r in decode_records(data, h)
-                        if r.key is not None and h.base_offset + r.offset_delta >= start
+                        (key, base + delta)
+                        for delta, _ts, _attrs, key, _value, _start, _end in spans
+                        if key is not None and base + delta >= start
                     ]
-                    new_keys = len({r.key for r in keyed})
-                    if omap.is_full(new_keys) and omap.size > 0:
-                        return  # this pass ends before the batch; the next one starts at it
-                    if new_keys >= omap.slots:
-                        raise OverflowError(
-                            f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
-                            f"than the offset map has slots ({omap.slots}); raise "
-                            "log.cleaner.dedupe.buffer.size"
-                        )
-                    for r in keyed:
-                        assert r.key is not None
-                        omap.put(r.key, h.base_offset + r.offset_delta)
+                    if omap.is_full(len(keyed)):
+                        new_keys = len({key for key, _ in keyed})
+                        if omap.is_full(new_keys) and omap.size > 0:
+                            return  # this pass ends before the batch; the next starts at it
+                        if new_keys >= omap.slots:
+                            raise OverflowError(
+                                f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
+                                f"than the offset map has slots ({omap.slots}); raise "
+                                "log.cleaner.dedupe.buffer.size"
+                            )
+                    put = omap.put
+                    for key, offset in keyed:
+                        put(key, offset)
                     stats.map_messages_read += h.records_count
                 omap.latest_offset = h.last_offset
 
@@ -328,26 +331,32 @@ class Cleaner:
         if action is BatchAction.KEEP:
             return h, data
         horizon = delete_horizon(h)
-        records: list[RawRecord] = []
-        kept: list[RawRecord] = []
+        spans: list[RecordSpan] = []
+        kept: list[RecordSpan] = []
+        buf = data
         if action is BatchAction.FILTER:
-            records = decode_records(data, h)
+            buf, spans = scan_records(data, h)
             omap = self.offset_map
-            for r in records:
-                offset = h.base_offset + r.offset_delta
-                if offset > omap.latest_offset:
-                    kept.append(r)
+            latest = omap.latest_offset
+            get = omap.get
+            base = h.base_offset
+            expired = horizon is not None and now_ms >= horizon
+            for span in spans:
+                offset = base + span[0]
+                if offset > latest:
+                    kept.append(span)
                     continue
-                if r.key is None:
+                key = span[3]
+                if key is None:
                     stats.invalid_messages += 1
                     continue
-                if offset < omap.get(r.key):
+                if offset < get(key):
                     continue
-                if not r.has_value and horizon is not None and now_ms >= horizon:
+                if expired and not span[4]:
                     continue
-                kept.append(r)
-        set_horizon = horizon is None and any(not r.has_value for r in kept)
-        if action is BatchAction.FILTER and len(kept) == len(records) and not set_horizon:
+                kept.append(span)
+        set_horizon = horizon is None and any(not span[4] for span in kept)
+        if action is BatchAction.FILTER and len(kept) == len(spans) and not set_horizon:
             return h, data
         if not kept:
             if h.producer_id >= 0 and producers.get(h.producer_id) == h.last_offset:
@@ -356,5 +365,5 @@ class Cleaner:
                 return None
         else:
             new_horizon = min(now_ms + delete_retention_ms, LONG_MAX) if set_horizon else horizon
-            out = build_retained(h, kept, new_horizon)
+            out = build_retained(h, buf, kept, new_horizon)
         return check_batch(out, 0, len(out), verify_crc=False), out
