@@ -375,3 +375,48 @@ def test_large_records_and_headers_are_kept_byte_for_byte(
     assert sorted(map(str, headers)) == sorted(
         [str((("h", b"x" * 300),)), str((("h2", None),)), str((("h2", None),))]
     )
+
+
+def test_a_truncation_under_the_cleaner_aborts_that_cleaning_only(
+    make_manager: ManagerFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica truncated while its segment is being read (Kafka pauses the cleaner for a
+    truncation): the cleaning is abandoned, the partition is not marked uncleanable, and
+    the next cleaning works on the truncated log."""
+    from tierlog.log.cleaner import cleaner as cleaner_module
+    from tierlog.log.cleaner.cleaner import Cleaner
+
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(60):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 4), b"v%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    monkeypatch.setattr(cleaner_module, "_READ_CHUNK", 100)
+    real_check = Cleaner._check
+    calls = 0
+
+    def check(self: Cleaner, log: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            plog.truncate_to(5)
+        real_check(self, plog)
+
+    monkeypatch.setattr(Cleaner, "_check", check)
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.clean_once(worker, clock.now)
+    assert calls >= 3
+    assert not service.uncleanable_partitions
+    assert service.checkpointed_offset(TP) is None, "an aborted cleaning moves no checkpoint"
+    monkeypatch.undo()
+    assert plog.log_end_offset == 5
+    for i in range(5, 40):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 4), b"w%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert {k: v for _, k, v, _ in read_rows(plog)} == {
+        b"k0": b"w36",
+        b"k1": b"w37",
+        b"k2": b"w38",
+        b"k3": b"w39",
+    }

@@ -79,7 +79,8 @@ def iter_segment_batches(
     """Every batch of a segment file, CRC-checked, each as its own bytes (header at 0).
 
     Raises RecordsError on a corrupt or torn batch (the partition becomes uncleanable) and
-    CleaningAborted if the file disappeared (retention or deletion removed it).
+    CleaningAborted if the file disappeared (retention or deletion removed it) or shrank
+    under the reader (a replica truncated below its HW, where Kafka pauses the cleaner).
     """
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -108,15 +109,22 @@ def iter_segment_batches(
                 try:
                     h = check_batch(chunk, off, len(chunk), verify_crc=True)
                 except RecordsError as exc:
+                    _raise_if_shrunk(fd, size, path)
                     exc.position = pos + off
                     raise
                 yield h._replace(position=0), chunk[off : off + h.size]
                 off += h.size
             if off == 0:
+                _raise_if_shrunk(fd, size, path)
                 raise RecordsError(ErrorCode.CORRUPT_MESSAGE, f"{path}: no batch at {pos}", pos)
             pos += off
     finally:
         os.close(fd)
+
+
+def _raise_if_shrunk(fd: int, size: int, path: Path) -> None:
+    if os.fstat(fd).st_size < size:
+        raise CleaningAborted(f"{path} was truncated while it was read")
 
 
 def group_segments_by_size(
