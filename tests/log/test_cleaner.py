@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from tests.helpers.poll import wait_until
@@ -257,6 +258,15 @@ def test_compacted_log_refuses_keyless_records_like_kafka(
         plog.append_as_leader(keyed_batch([(b"k", b"1"), (None, b"2")], ts=clock.now), 0)
     assert e.value.code == ErrorCode.INVALID_RECORD
     assert "Compacted topic cannot accept message without key" in str(e.value)
+    assert plog.log_end_offset == 0
+    # a record whose value and headers do not fill its length, under a valid CRC
+    bad = bytearray(keyed_batch([(b"k", b"12")], ts=clock.now))
+    at = bytes(bad).index(b"k\x0412")
+    bad[at + 1] = 0x02
+    bad[17:21] = crc32c.crc32c(bytes(bad[21:])).to_bytes(4, "big")
+    with pytest.raises(LogAppendError) as e:
+        plog.append_as_leader(bytes(bad), 0)
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
     assert plog.log_end_offset == 0
 
 

@@ -21,7 +21,7 @@ def require_keys(buf: Buffer, headers: Sequence[BatchHeader], partition: str) ->
     for h in headers:
         if h.is_control:
             continue
-        for span in scan_records(data, h)[1]:
+        for span in scan_records(data, h, strict=True)[1]:
             if span[3] is None:
                 raise RecordsError(
                     ErrorCode.INVALID_RECORD,

@@ -99,11 +99,28 @@ def _put_varint(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
-def scan_records(batch: Buffer, header: BatchHeader) -> tuple[bytes, list[RecordSpan]]:
+def _check_body(data: bytes, p: int, end: int) -> None:
+    """The value and headers of a record starting at ``p`` end exactly at ``end``."""
+    n, p = _varint(data, p)
+    p += max(n, 0)
+    count, p = _varint(data, p)
+    for _ in range(max(count, 0)):
+        n, p = _varint(data, p)
+        p += max(n, 0)
+        n, p = _varint(data, p)
+        p += max(n, 0)
+    if p != end:
+        raise RecordsError(ErrorCode.CORRUPT_MESSAGE, "record length does not match body")
+
+
+def scan_records(
+    batch: Buffer, header: BatchHeader, *, strict: bool = False
+) -> tuple[bytes, list[RecordSpan]]:
     """Every record of the batch at ``header.position`` in ``batch`` (any codec), and the
     buffer its spans index: ``batch`` itself when uncompressed (no copy), else the inflated
-    records section. Only the fields before the value are parsed: the record length bounds
-    the rest, and the batch CRC has vouched for the bytes."""
+    records section. The cleaner parses only the fields before the value (the record
+    length bounds the rest, and the batch CRC has vouched for the bytes); ``strict`` also
+    checks that value and headers fill each record exactly, as produce validation must."""
     if header.compression is Compression.NONE:
         data = batch if type(batch) is bytes else bytes(batch)
         pos = header.position + RECORDS_OFFSET
@@ -129,6 +146,8 @@ def scan_records(batch: Buffer, header: BatchHeader) -> tuple[bytes, list[Record
             p += max(key_len, 0)
             if p >= end:
                 raise RecordsError(ErrorCode.CORRUPT_MESSAGE, "record key runs past its end")
+            if strict:
+                _check_body(data, p, end)
             # a zigzag varint is negative (a null value) exactly when its first byte is odd
             append((off_delta, ts_delta, data[pos], key, not data[p] & 1, tail, end))
             pos = end
