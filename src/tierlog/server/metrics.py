@@ -168,6 +168,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc(
         "tierlog_log_cleaner_max_clean_time_secs", "gauge", "", "Duration of the last cleaning."
     ),
+    MetricDoc(
+        "tierlog_log_cleaner_dirty_ratio",
+        "gauge",
+        "topic, partition",
+        "Dirty bytes over all bytes below the first uncleanable offset, per compacted log "
+        "(this broker's replica); `topics describe --metrics-url` shows it.",
+    ),
 )
 
 _LATENCY_BUCKETS = (
