@@ -2,7 +2,8 @@
 ``KafkaApis.createTopic`` in ZooKeeper mode): a producer's Metadata for an unknown topic
 creates it through ZooKeeper with ``num.partitions`` and ``default.replication.factor``,
 answers LEADER_NOT_AVAILABLE until the controller has elected its leaders, and the records
-the producer then sends are acknowledged by every replica and read back."""
+the producer then sends are acknowledged by every replica and read back. DescribeLogDirs
+on such a topic reports every broker's replicas."""
 
 from __future__ import annotations
 
@@ -85,3 +86,36 @@ def test_metadata_answers_leader_not_available_while_the_topic_is_created(
         assert ask(True) == 5  # LEADER_NOT_AVAILABLE: being created
         wait_until(lambda: ask(True) == 0, 30, what="the auto-created topic with leaders")
     assert sorted(_assignment(kazoo_client, "fresh").partitions) == [0, 1]
+
+
+def test_describe_log_dirs_lists_each_brokers_replicas(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """DescribeLogDirs (API 35) on every broker of the cluster, with kafka-python: each
+    broker reports the replicas it holds, and after acks=all they have the same size."""
+    brokers = start_cluster(broker_factory, zk_connect, kazoo_client, AUTO)
+    servers = bootstrap(brokers)
+    kp = kafka.KafkaProducer(bootstrap_servers=servers, acks="all")
+    for i in range(40):
+        kp.send("sized", b"s%03d" % i, partition=i % 2).get(timeout=60)
+    kp.close()
+    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
+
+    def sizes() -> dict[int, dict[int, int]] | None:
+        out: dict[int, dict[int, int]] = {}
+        for entry in admin.describe_log_dirs(["sized"]):
+            (log_dir,) = entry["log_dirs"]
+            assert log_dir["error_code"] == 0
+            for t in log_dir["topics"]:
+                out[entry["broker"]] = {
+                    p["partition_index"]: p["partition_size"] for p in t["partitions"]
+                }
+        complete = sorted(out) == [1, 2, 3] and all(sorted(s) == [0, 1] for s in out.values())
+        same = complete and len({tuple(sorted(s.items())) for s in out.values()}) == 1
+        return out if same else None
+
+    try:
+        found = wait_until(sizes, 30, what="every replica reported with the same sizes")
+    finally:
+        admin.close()
+    assert all(size > 0 for size in found[1].values())
