@@ -10,7 +10,14 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from tests.server.group.group_helpers import NODE, config, join, run_async, single_member_group
+from tests.server.group.group_helpers import (
+    NODE,
+    config,
+    join,
+    run_async,
+    single_member_group,
+    sync,
+)
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group import GroupCoordinator, MemoryOffsetsStore, OffsetsStoreError
 from tierlog.server.group.model import (
@@ -211,3 +218,18 @@ async def test_find_coordinator_asks_the_placement_for_groups() -> None:
         )
         assert r.coordinators[0].node_id == 7
         assert placement.asked == [MINE]
+
+
+@run_async
+async def test_a_timed_out_assignment_write_answers_rebalance_in_progress() -> None:
+    """Kafka's ``storeGroup``: the SyncGroup whose assignment did not reach the ISR in
+    ``offsets.commit.timeout.ms`` answers REBALANCE_IN_PROGRESS (the group rebalances)."""
+    store = GatedStore()
+    store.release.set()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        await loaded(c, MINE)
+        store.fail_with = ErrorCode.REQUEST_TIMED_OUT
+        joined = await join(c, group_id=GROUP)
+        synced = await sync(c, joined.member_id, joined.generation_id, {joined.member_id: b"x"})
+        assert synced.error_code is ErrorCode.REBALANCE_IN_PROGRESS

@@ -90,6 +90,11 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
+#: Kinds of ``__consumer_offsets`` writes, whose failures Kafka answers differently.
+_COMMIT = "commit"
+_GROUP_METADATA = "group"
+_TOMBSTONES = "tombstones"
+
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorNode:
@@ -478,7 +483,7 @@ class GroupCoordinator:
             records = [
                 (offset_key(group.group_id, tp), offset_value(v)) for tp, v in accepted.items()
             ]
-            write_error = await self._write(group.group_id, records, now, commit=True)
+            write_error = await self._write(group.group_id, records, now, kind=_COMMIT)
             if write_error is ErrorCode.NONE:
                 if self._groups.get(group.group_id) is group and group.state is not DEAD:
                     group.offsets.update(accepted)
@@ -692,7 +697,10 @@ class GroupCoordinator:
 
     async def _persist_assignment(self, group: Group, generation: int, record: GroupRecord) -> None:
         error = await self._write(
-            group.group_id, [(group_key(group.group_id), group_value(record))], self._now()
+            group.group_id,
+            [(group_key(group.group_id), group_value(record))],
+            self._now(),
+            kind=_GROUP_METADATA,
         )
         group.assignment_persisted(generation, error, self._now())
         self._after(group)
@@ -701,11 +709,11 @@ class GroupCoordinator:
         await self._write(group_id, [(group_key(group_id), group_value(record))], self._now())
 
     async def _write(
-        self, group_id: str, records: Sequence[KeyValue], now: int, *, commit: bool = False
+        self, group_id: str, records: Sequence[KeyValue], now: int, *, kind: str = _TOMBSTONES
     ) -> ErrorCode:
         """Append in call order per partition; a failed append becomes the code Kafka would
-        answer with (``commit``: an offset commit's mapping, else a group write's). A
-        partition that changed hands meanwhile answers NOT_COORDINATOR."""
+        answer with for that ``kind`` of write (see ``_coordinator_error``). A partition that
+        changed hands meanwhile answers NOT_COORDINATOR."""
         partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
         epoch = self._owned.get(partition)
         if epoch is None:
@@ -718,7 +726,7 @@ class GroupCoordinator:
                 log.warning(
                     "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc
                 )
-                return _coordinator_error(exc.code, commit=commit)
+                return _coordinator_error(exc.code, kind)
         if self._owned.get(partition) != epoch:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
@@ -778,12 +786,25 @@ class GroupCoordinator:
             self._schedule_retention()
 
 
-def _coordinator_error(code: ErrorCode, *, commit: bool = False) -> ErrorCode:
+def _coordinator_error(code: ErrorCode, kind: str = _TOMBSTONES) -> ErrorCode:
     """Kafka's mapping of a failed ``__consumer_offsets`` append to what clients are told
-    (``GroupMetadataManager``): an offset commit keeps REQUEST_TIMED_OUT, a group write
-    turns it into COORDINATOR_NOT_AVAILABLE."""
+    (``GroupMetadataManager``). An offset commit (``storeOffsets``) keeps REQUEST_TIMED_OUT
+    and answers INVALID_COMMIT_OFFSET_SIZE for a batch too large; a group's metadata
+    (``storeGroup``, SyncGroup) answers REBALANCE_IN_PROGRESS on a timeout and
+    UNKNOWN_SERVER_ERROR for a batch too large; tombstones (OffsetDelete, DeleteGroups)
+    treat a timeout as COORDINATOR_NOT_AVAILABLE."""
+    too_large = (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    )
     if code is ErrorCode.REQUEST_TIMED_OUT:
-        return code if commit else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return {
+            _COMMIT: code,
+            _GROUP_METADATA: ErrorCode.REBALANCE_IN_PROGRESS,
+        }.get(kind, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if kind == _GROUP_METADATA and code in too_large:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
     if code in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -792,10 +813,6 @@ def _coordinator_error(code: ErrorCode, *, commit: bool = False) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
+    if code in too_large:
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code
