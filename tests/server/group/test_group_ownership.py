@@ -233,3 +233,22 @@ async def test_a_timed_out_assignment_write_answers_rebalance_in_progress() -> N
         joined = await join(c, group_id=GROUP)
         synced = await sync(c, joined.member_id, joined.generation_id, {joined.member_id: b"x"})
         assert synced.error_code is ErrorCode.REBALANCE_IN_PROGRESS
+
+
+@run_async
+async def test_re_election_at_a_higher_epoch_keeps_ownership_and_writes() -> None:
+    """An ISR change by the controller bumps the leader epoch with this broker still leader:
+    nothing is reloaded and a write in flight is acknowledged."""
+    store = GatedStore()
+    store.release.set()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        await loaded(c, MINE)
+        store.append_gate = asyncio.Event()
+        pending = asyncio.ensure_future(commit(c, 11))
+        await asyncio.sleep(0.01)
+        c.became_leader(MINE, 2)
+        store.append_gate.set()
+        assert await pending is ErrorCode.NONE
+        assert await fetched(c) == (ErrorCode.NONE, 11)
+        assert store.loads == [MINE]

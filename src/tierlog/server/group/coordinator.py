@@ -15,7 +15,8 @@ partition's groups in the background (their requests answer COORDINATOR_LOAD_IN_
 until it is done), ``became_follower`` and ``stopped`` drop them (requests answer
 NOT_COORDINATOR, and waiting joins and syncs are answered NOT_COORDINATOR at once), and
 ``placement`` tells FindCoordinator which broker leads a partition. A write checks
-afterwards that the partition is still owned at the epoch it started under.
+afterwards that the partition is still owned by the load it started under (a re-election of
+this broker at a higher epoch keeps the ownership; a resignation in between does not).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class GroupCoordinator:
         self._placement = placement
         self._groups: dict[str, Group] = {}
         self._owned: dict[int, int] = {}
-        """Loaded ``__consumer_offsets`` partitions -> the leader epoch they are owned at."""
+        """Loaded ``__consumer_offsets`` partitions -> the load generation that owns them."""
         self._loading: dict[int, tuple[int, int]] = {}
         """Partitions being loaded -> (load generation, leader epoch)."""
         self._waiting_group: dict[int, str] = {}
@@ -202,11 +203,10 @@ class GroupCoordinator:
 
     def became_leader(self, partition: int, leader_epoch: int) -> None:
         """Own ``partition`` from now on: load its groups in the background (Kafka's
-        ``onElection``); a partition already owned or loading only takes the new epoch."""
+        ``onElection``); a partition already owned or loading stays as it is."""
         if self._closed:
             return
         if partition in self._owned:
-            self._owned[partition] = leader_epoch
             return
         loading = self._loading.get(partition)
         if loading is not None:
@@ -245,7 +245,7 @@ class GroupCoordinator:
         del self._loading[partition]
         before = len(self._groups)
         self._restore(records)
-        self._owned[partition] = current[1]
+        self._owned[partition] = generation
         log.info(
             "__consumer_offsets-%d loaded at leader epoch %d: %d groups from %d records in %.2f ms",
             partition,
@@ -715,8 +715,8 @@ class GroupCoordinator:
         answer with for that ``kind`` of write (see ``_coordinator_error``). A partition that
         changed hands meanwhile answers NOT_COORDINATOR."""
         partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
-        epoch = self._owned.get(partition)
-        if epoch is None:
+        owner = self._owned.get(partition)
+        if owner is None:
             return ErrorCode.NOT_COORDINATOR
         lock = self._write_locks.setdefault(partition, asyncio.Lock())
         async with lock:
@@ -727,7 +727,7 @@ class GroupCoordinator:
                     "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc
                 )
                 return _coordinator_error(exc.code, kind)
-        if self._owned.get(partition) != epoch:
+        if self._owned.get(partition) != owner:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
