@@ -5,8 +5,8 @@ Every live broker is listed with its registered endpoint and rack; each partitio
 its leader, leader epoch, replicas, ISR and offline replicas (replicas whose broker is not
 live), and LEADER_NOT_AVAILABLE while its leader is -1 or dead. Lists are never filtered
 (checklist 49). The view applies states by epoch, so a reported leader epoch never goes back
-(checklist 50). Topics only this broker holds (the group coordinator's) keep their
-single-node entries. An unknown topic named by a request that allows auto-creation is
+(checklist 50). Internal topics not replicated yet (held by each broker alone) keep
+their single-node entries. An unknown topic named by a request that allows auto-creation is
 created when ``auto.create.topics.enable`` is on (``server.auto_topics``: the assignment is
 written to ZooKeeper with ``num.partitions`` and ``default.replication.factor``, and the
 controller elects its leaders); the answer is LEADER_NOT_AVAILABLE until the partitions have
