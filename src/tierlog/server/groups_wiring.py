@@ -67,6 +67,11 @@ async def build_group_coordinator(
     host, port = advertised
 
     def partition_exists(topic: str, partition: int) -> bool:
+        """Kafka asks its metadata cache: in cluster mode the view, which knows a topic
+        before this broker has created its local logs (or hosts none of its replicas)."""
+        view = None if replication is None else replication.view
+        if view is not None and replication is not None and replication.manages(topic):
+            return view.partition(topic, partition) is not None
         return topics.get_log(topic, partition) is not None
 
     def log_for(partition: int) -> Any:
