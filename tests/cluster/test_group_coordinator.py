@@ -86,6 +86,18 @@ def find_coordinator(broker: BrokerProcess, group: str) -> tuple[int, int]:
     return int(r.error_code), int(r.node_id)
 
 
+def offset_fetch_error(broker: BrokerProcess, group: str) -> int:
+    """OffsetFetch v5 for the group at ``broker``: the group-level error code."""
+    with WireConnection.to_bootstrap(broker.bootstrap) as conn:
+        r = conn.call(
+            ApiKey.OFFSET_FETCH,
+            5,
+            group_id=group,
+            topics=[{"name": TOPIC, "partition_indexes": [0]}],
+        )
+    return int(r.error_code)
+
+
 def create_topic(brokers: dict[int, BrokerProcess]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
     futures = admin.create_topics(
@@ -181,6 +193,11 @@ def test_find_coordinator_follows_the_offsets_partition_leader(
             20,
             what=f"broker {b.overrides['broker.id']} answering {before.leader}",
         )
+    leader = cluster[before.leader]
+    wait_until(lambda: offset_fetch_error(leader, group) == 0, 20, what="the partition loaded")
+    for i, b in cluster.items():
+        if i != before.leader:
+            assert offset_fetch_error(b, group) == 16, f"NOT_COORDINATOR at broker {i}"
     cluster[before.leader].kill()
     after = wait_until(
         lambda: new_leader(kazoo_client, p, before.leader),
