@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tierlog.log import LogError, PartitionLog
 from tierlog.protocol.records import (
@@ -56,23 +57,37 @@ class LogOffsetsStore:
         leader_epoch: int = 0,
         compression: Compression = Compression.NONE,
         load_buffer_bytes: int = DEFAULT_LOAD_BUFFER_BYTES,
+        upper_bound: Literal["hw", "leo"] = "hw",
     ) -> None:
         self._log_for = log_for
         self._num_partitions = num_partitions
         self._leader_epoch = leader_epoch
         self._compression = compression
         self._load_buffer_bytes = load_buffer_bytes
+        self._upper_bound: Literal["hw", "leo"] = upper_bound
         self.last_load: LoadStats | None = None
 
     async def load(self) -> list[KeyValue]:
         return await asyncio.to_thread(self._load_all)
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
-        batch = build_batch(
+    async def load_partition(self, partition: int) -> list[KeyValue]:
+        return await asyncio.to_thread(self._load_one, partition)
+
+    def _load_one(self, partition: int) -> list[KeyValue]:
+        out: list[KeyValue] = []
+        self._load_partition(self._log_for(partition), out)
+        return out
+
+    def build(self, records: Sequence[KeyValue], timestamp_ms: int) -> bytes:
+        """One batch of ``records`` in the coordinator's codec."""
+        return build_batch(
             [SimpleRecord(value=v, key=k, timestamp=timestamp_ms) for k, v in records],
             timestamp=timestamp_ms,
             compression=self._compression,
         )
+
+    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+        batch = self.build(records, timestamp_ms)
         await asyncio.to_thread(self._append, partition, batch)
 
     def _append(self, partition: int, batch: bytes) -> None:
@@ -96,7 +111,7 @@ class LogOffsetsStore:
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
-            data = log.read(offset, self._load_buffer_bytes, True)
+            data = log.read(offset, self._load_buffer_bytes, True, self._upper_bound)
             if data.size == 0:
                 break
             buf = b"".join(bytes(chunk) for chunk in data.chunks)

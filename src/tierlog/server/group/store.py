@@ -27,10 +27,15 @@ class OffsetsStoreError(Exception):
 
 class OffsetsStore(Protocol):
     """Contract: ``append`` is all-or-nothing and ordered per partition; ``load`` returns
-    every record ever appended (tombstones included) partition by partition in append order.
-    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind."""
+    every record ever appended (tombstones included) partition by partition in append order,
+    ``load_partition`` the same for one partition (a coordinator that became its leader).
+    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind; an append
+    returns once the records are as durable as the store promises (cluster mode: in the
+    ISR)."""
 
     async def load(self) -> list[KeyValue]: ...
+
+    async def load_partition(self, partition: int) -> list[KeyValue]: ...
 
     async def append(
         self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
@@ -48,6 +53,9 @@ class MemoryOffsetsStore:
 
     async def load(self) -> list[KeyValue]:
         return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
+
+    async def load_partition(self, partition: int) -> list[KeyValue]:
+        return list(self.partitions.get(partition, []))
 
     async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
         self.partitions.setdefault(partition, []).extend(records)

@@ -20,6 +20,7 @@ from tierlog.server.handlers import (
     groups,
     leader_epochs,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
 )
@@ -43,6 +44,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
