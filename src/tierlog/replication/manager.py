@@ -51,6 +51,7 @@ from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.log.names import TopicPartition
 from tierlog.log.partition_log import INTERNAL_TOPICS
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.replication.aux_state import RemoteAuxStateSource
 from tierlog.replication.delayed_produce import DelayedProduces
 from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
 from tierlog.replication.partition import Partition
@@ -62,6 +63,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+#: Replicated like a user topic: each broker's topic-based RLMM reads it (KIP-405).
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+
+LeadershipListener = Callable[[Partition], None]
+"""Told, on the loop, of each partition that became leader or follower at a new leader
+epoch, and of each replica stopped here (``leader`` is then ``NO_LEADER``)."""
 
 
 class LocalTopics(Protocol):
@@ -132,6 +140,8 @@ class ReplicaManager:
             backoff_ms=int(config.get("replica.fetch.backoff.ms")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
+        self._leadership_listeners: list[LeadershipListener] = []
+        self._aux_source: RemoteAuxStateSource | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     @property
@@ -223,6 +233,23 @@ class ReplicaManager:
         if not task.cancelled() and task.exception() is not None:
             log.error("replication task failed", exc_info=task.exception())
 
+    def set_remote_aux_source(self, source: RemoteAuxStateSource) -> None:
+        """Tiered storage is on: followers behind a leader's local log start bootstrap from
+        the remote tier through ``source`` (``replication.aux_state``)."""
+        self._aux_source = source
+        for fetcher in self._fetchers.values():
+            fetcher.aux_source = source
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
+
+    def _leadership_changed(self, p: Partition) -> None:
+        for listener in list(self._leadership_listeners):
+            try:
+                listener(p)
+            except Exception:
+                log.exception("%s-%d: leadership listener failed", *p.key)
+
     # ---- what handlers ask ---------------------------------------------------------------
     def manages(self, topic: str) -> bool:
         """A topic of the cluster (its replicas follow ZooKeeper): every topic but the
@@ -230,7 +257,7 @@ class ReplicaManager:
         ``__consumer_offsets``, ``__remote_log_metadata``) and keep the single-node paths.
         A topic the cluster does not know (deleted, or not created yet) is never served
         from a local leftover."""
-        return topic not in INTERNAL_TOPICS
+        return topic not in INTERNAL_TOPICS or topic == REMOTE_LOG_METADATA_TOPIC
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -428,6 +455,8 @@ class ReplicaManager:
                 self._remove_from_fetchers(key)
             elif changed:
                 self._add_to_fetcher(p)
+        if changed:
+            self._leadership_changed(p)
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
@@ -435,6 +464,7 @@ class ReplicaManager:
         if p is not None:
             p.leader = NO_LEADER
             self._check_produces(p)
+            self._leadership_changed(p)
 
     # ---- fetchers ------------------------------------------------------------------------
     def _add_to_fetcher(self, p: Partition) -> None:
@@ -449,6 +479,7 @@ class ReplicaManager:
                 self._fetch_settings,
                 lambda: self._endpoint(leader),
                 self._on_follower_appended,
+                self._aux_source,
             )
             self._fetchers[(leader, fid)] = fetcher
             fetcher.start()
@@ -458,6 +489,10 @@ class ReplicaManager:
         for (leader, _), fetcher in self._fetchers.items():
             if leader != keep_leader:
                 fetcher.remove(key)
+
+    def endpoint_of(self, broker: int) -> tuple[str, int] | None:
+        """Where a live broker serves (its first advertised listener), or None."""
+        return self._endpoint(broker)
 
     def _endpoint(self, broker: int) -> tuple[str, int] | None:
         view = self.view

@@ -28,15 +28,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from tierlog.cluster.znodes import NO_LEADER
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager, PartitionLog, TopicPartition
-from tierlog.server.metadata_topic import LogMetadataTopicIO, loop_topic_creator
+from tierlog.replication.aux_state import (
+    AuxStateUnavailable,
+    RemoteAuxState,
+    RemoteAuxStateSource,
+)
+from tierlog.replication.manager import ReplicaManager
+from tierlog.replication.partition import Partition
+from tierlog.server.metadata_topic import (
+    LogMetadataTopicIO,
+    ReplicatedMetadataTopicIO,
+    loop_topic_creator,
+)
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
 from tierlog.tiered.api import (
@@ -66,6 +79,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NUM_PARTITIONS_KEY = "remote.log.metadata.topic.num.partitions"
+_REPLICATION_FACTOR_KEY = "remote.log.metadata.topic.replication.factor"
 
 
 class TieringStartupError(RuntimeError):
@@ -102,6 +116,20 @@ def plugin_settings(cfg: BrokerConfig) -> PluginSettings:
     )
 
 
+class _RemoteAuxState(RemoteAuxStateSource):
+    """The remote tier as replication's bootstrapping followers read it."""
+
+    def __init__(self, rlm: RemoteLogManager) -> None:
+        self._rlm = rlm
+
+    def aux_state(self, log: PartitionLog, epoch: int, offset: int) -> RemoteAuxState:
+        try:
+            got = self._rlm.segment_aux_state(log, epoch, offset)
+        except Exception as e:
+            raise AuxStateUnavailable(str(e)) from e
+        return RemoteAuxState(got.next_offset, got.epochs, got.producer_snapshot)
+
+
 class Tiering:
     """The broker's RemoteLogManager plus the bookkeeping of what it was told."""
 
@@ -115,6 +143,11 @@ class Tiering:
         self._topics = topics
         self._logs = logs
         self._closed = False
+        self._metadata_io: ReplicatedMetadataTopicIO | None = None
+        """Cluster mode: ``__remote_log_metadata`` is replicated, leadership comes from the
+        replication layer (``attach_replication``)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._repl: ReplicaManager | None = None
 
     # ---- startup ------------------------------------------------------------------------
     @classmethod
@@ -145,13 +178,78 @@ class Tiering:
             raise TieringStartupError(f"cannot load the tiered storage plugins: {e}") from e
         tiering = cls(rlm, topics, logs)
         try:
-            await tiering._bind_metadata_topic(loop, topics, logs, purgatory, settings)
+            if cfg.get("zookeeper.connect") is not None:
+                tiering._bind_replicated_metadata_topic(loop, logs, settings)
+            else:
+                await tiering._bind_metadata_topic(loop, topics, logs, purgatory, settings)
         except BaseException:
             await asyncio.to_thread(rlm.close)
             raise
         rlm.startup()
         tiering.partitions_added(lg.tp.topic for lg in logs.all_logs())
         return tiering
+
+    def _bind_replicated_metadata_topic(
+        self, loop: asyncio.AbstractEventLoop, logs: LogManager, settings: PluginSettings
+    ) -> None:
+        """Cluster mode: the RLMM gets the replicated topic; it initializes in the background
+        once the broker has joined (``attach_replication``), because creating the topic
+        needs a controller and enough live brokers, which a starting broker cannot wait for."""
+        rlmm = self.rlm.rlmm
+        if not isinstance(rlmm, SupportsMetadataTopic):
+            return
+        rf = int(settings.rlmm_props.get(_REPLICATION_FACTOR_KEY, "3"))
+        self._metadata_io = ReplicatedMetadataTopicIO(logs, loop, rf)
+        rlmm.bind_metadata_topic(self._metadata_io)
+
+    def attach_replication(self, repl: ReplicaManager) -> None:
+        """Cluster mode, once the broker has joined: the metadata topic goes through ``repl``
+        and the tasks of each tiered partition follow its leadership from now on."""
+        self._repl = repl
+        if self._metadata_io is not None:
+            self._metadata_io.attach(repl)
+        repl.set_remote_aux_source(_RemoteAuxState(self.rlm))
+        repl.add_leadership_listener(self._leadership_changed)
+        for p in list(repl.partitions.values()):
+            self._leadership_changed(p)
+        rlmm = self.rlm.rlmm
+        if isinstance(rlmm, SupportsMetadataTopic):
+            self._spawn(self._await_metadata(rlmm))
+
+    async def _await_metadata(self, rlmm: SupportsMetadataTopic) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.to_thread(rlmm.await_initialized)
+        except Exception as e:
+            log.error(
+                "remote log metadata manager failed to initialize; tiered partitions are not "
+                "served: %s",
+                e,
+            )
+            return
+        log.info("remote log metadata ready in %.2fs", time.monotonic() - started)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _leadership_changed(self, p: Partition) -> None:
+        """A new leader epoch (or the replica stopped here): the partition's tasks are
+        cancelled and started for its new role (spec §5.3, 36)."""
+        lg = p.log
+        if self._closed or not lg.remote_enabled:
+            return
+        repl = self._repl
+        if p.leader == NO_LEADER and (repl is None or repl.partition(*p.key) is not p):
+            self._spawn(asyncio.to_thread(self.rlm.stop_partitions, [StopPartition(lg)]))
+        elif p.is_leader:
+            log.info("%s: remote log tasks of the leader at epoch %d", lg.tp, p.leader_epoch)
+            self.rlm.on_leadership_change([lg], restart=True)
+        else:
+            log.info("%s: remote log tasks of a follower at epoch %d", lg.tp, p.leader_epoch)
+            self.rlm.on_leadership_change([], [lg], restart=True)
+        self._register_metrics([lg])
 
     async def _bind_metadata_topic(
         self,
@@ -201,16 +299,22 @@ class Tiering:
         return out
 
     def partitions_added(self, topics: Iterable[str]) -> None:
-        """New (or newly loaded) partitions: this single-node broker leads them all."""
+        """New (or newly loaded) partitions: this single-node broker leads them all. In
+        cluster mode leadership comes from the replication layer instead."""
         if self._closed:
             return
         leaders = [
             lg for t in dict.fromkeys(topics) for lg in self._logs_of(t) if lg.remote_enabled
         ]
+        if self._metadata_io is not None:
+            return
         if leaders:
             self.rlm.on_leadership_change(leaders)
+        self._register_metrics(leaders)
+
+    def _register_metrics(self, logs: Iterable[PartitionLog]) -> None:
         m = self.rlm.metrics
-        for lg in leaders:
+        for lg in logs:
             # every series exists from the start at 0, so dashboards and rate() see the first
             # error instead of a series appearing out of nothing
             for counter in (
@@ -268,4 +372,9 @@ class Tiering:
         if self._closed:
             return
         self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._metadata_io is not None:
+            await self._metadata_io.aclose()
         await asyncio.to_thread(self.rlm.close)
