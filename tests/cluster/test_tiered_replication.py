@@ -18,6 +18,8 @@ one remote tier they share (the directory RSM over a common directory):
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ import confluent_kafka
 import pytest
 from kazoo.client import KazooClient
 
+from tests.cluster.stalling_rsm import copying_file, hold_file
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
@@ -36,7 +39,10 @@ from tierlog.cluster.znodes import PartitionState
 from tierlog.log.checkpoint import read_epoch_checkpoint
 from tierlog.log.producer_state import ProducerEntry, decode_snapshot
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.server.topics import STATE_FILE
 from tierlog.storage.directory import COPY, DELETE, StorageEvent, read_events
+from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tierlog.tiered.metadata.fold import fold_metadata
 
 TOPIC = "tiered"
 METADATA_TOPIC = "__remote_log_metadata"
@@ -109,6 +115,55 @@ class Cluster:
         return {e.broker_id for e in self.events() if e.type == COPY and not e.failed}
 
 
+def _metadata_segments(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
+    """The topic's remote segments as ``__remote_log_metadata`` says, read as a client from
+    every metadata partition's leader and folded as the RLMM folds them."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.bootstrap(), "group.id": "metadata-reader"}
+    )
+    try:
+        ends = {}
+        for p in range(3):
+            _low, high = consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(METADATA_TOPIC, p), timeout=10
+            )
+            ends[p] = high
+        consumer.assign(
+            [confluent_kafka.TopicPartition(METADATA_TOPIC, p, 0) for p in ends if ends[p] > 0]
+        )
+        values: dict[int, list[tuple[int, bytes]]] = {p: [] for p in ends}
+
+        def read_all() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                offset, value, p = msg.offset(), msg.value(), msg.partition()
+                assert offset is not None and value is not None and p is not None
+                values[p].append((offset, value))
+            return all(len(values[p]) >= ends[p] for p in ends)
+
+        wait_until(read_all, 30, interval_s=0, what="the metadata topic read")
+    finally:
+        consumer.close()
+    ordered = [v for p in sorted(values) for _, v in sorted(values[p])]
+    caches = fold_metadata(ordered, None)
+    return [
+        md
+        for tip, cache in caches.items()
+        if tip.topic == TOPIC
+        for md in cache.list_all_remote_log_segments()
+    ]
+
+
+def _covered_once(segments: list[tuple[int, int]], end: int) -> bool:
+    """``segments`` (start, end) cover [0, end) exactly once, in order."""
+    expected = 0
+    for start, last in sorted(segments):
+        if start != expected:
+            return False
+        expected = last + 1
+    return expected == end
+
+
 def _overrides(zk_connect: str, broker_id: int, remote: Path, rsm: str) -> dict[str, str]:
     return {
         "zookeeper.connect": zk_connect,
@@ -138,8 +193,12 @@ def _start(
 ) -> Cluster:
     remote = tmp_path / "remote"
     remote.mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     brokers = {
-        i: broker_factory(overrides={**_overrides(zk_connect, i, remote, rsm), **(extra or {})})
+        i: broker_factory(
+            overrides={**_overrides(zk_connect, i, remote, rsm), **(extra or {})}, env=env
+        )
         for i in (1, 2, 3)
     }
     wait_until(lambda: sorted(live_brokers(kazoo)) == [1, 2, 3], 20, what="all registered")
@@ -173,11 +232,19 @@ def _create_topic(cluster: Cluster, replicas: list[int], **configs: str) -> None
             validate_only=False,
         )
     assert int(r.topics[0].error_code) == 0, r.topics[0].error_message
-    wait_until(
-        lambda: all((b.log_dir / f"{TOPIC}-0").is_dir() for b in cluster.brokers.values()),
-        20,
-        what="the partition on every broker",
-    )
+
+    def defined_everywhere() -> bool:
+        """Every broker has the partition and has persisted the topic's definition (a
+        broker killed in between would adopt the directory without its configs)."""
+        for b in cluster.brokers.values():
+            state = b.log_dir / STATE_FILE
+            if not (b.log_dir / f"{TOPIC}-0").is_dir() or not state.exists():
+                return False
+            if f'"{TOPIC}"' not in state.read_text():
+                return False
+        return True
+
+    wait_until(defined_everywhere, 20, what="the topic on every broker")
 
 
 class Producing:
@@ -328,3 +395,115 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
     got = _consume_all(cluster.bootstrap(), producing.sent)
     assert got[: producing.sent] == sorted(producing.acked)
     assert [v for _, v in got[: producing.sent]] == [b"v-%05d" % i for i in range(producing.sent)]
+
+
+def test_leader_killed_mid_copy_leaves_history_tiered_exactly_once(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """Broker 1 leads and its copy of [0-4] is stalled in the RSM after COPY_SEGMENT_STARTED;
+    it is killed there. The new leader deletes that dangling copy (as Kafka does), resumes
+    from the metadata of its lineage and uploads the history once: every segment is
+    COPY_SEGMENT_FINISHED, they cover the history exactly once, the shared tier holds exactly
+    them, and every acknowledged record is read back once, in order."""
+    cluster = _start(broker_factory, zk_connect, kazoo_client, tmp_path, rsm=STALLING_RSM)
+    _create_topic(cluster, [1, 2, 3])
+    hold_file(cluster.remote, 1).touch()
+    producing = Producing(cluster.bootstrap())
+    producing.send(2 * N + 1)
+    wait_until(lambda: copying_file(cluster.remote, 1).exists(), 30, what="broker 1 copying")
+    stalled = _metadata_segments(cluster)
+    assert [(m.start_offset, m.state) for m in stalled] == [
+        (0, RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+    ]
+    cluster.brokers[1].kill()
+    hold_file(cluster.remote, 1).unlink()
+    wait_until(lambda: cluster.leader() in (2, 3), 30, what="a new leader")
+    new_leader = cluster.leader()
+    wait_until(
+        lambda: cluster.live_segments() == [(0, N - 1), (N, 2 * N - 1)],
+        60,
+        what=f"the history tiered by the new leader; saw {cluster.live_segments()}",
+    )
+    producing.send(N)
+    wait_until(
+        lambda: _covered_once(cluster.live_segments(), 3 * N),
+        60,
+        what=f"3 segments tiered; saw {cluster.live_segments()}",
+    )
+
+    def settled() -> list[RemoteLogSegmentMetadata] | None:
+        segments = _metadata_segments(cluster)
+        finished = all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in segments)
+        return segments if finished else None
+
+    segments = wait_until(settled, 60, what="the dangling copy deleted")
+    ranges = [(m.start_offset, m.end_offset) for m in segments]
+    assert _covered_once(ranges, 3 * N), ranges
+    assert sorted(ranges) == cluster.live_segments()
+    assert {m.remote_log_segment_id.id for m in segments} == {
+        uuid.UUID(e.segment_id)
+        for e in cluster.events()
+        if e.type == COPY and not e.failed and e.broker_id == new_leader
+    } - {uuid.UUID(e.segment_id) for e in cluster.events() if e.type == DELETE}
+    dangling = stalled[0].remote_log_segment_id.id
+    assert any(e.type == DELETE and uuid.UUID(e.segment_id) == dangling for e in cluster.events())
+    got = _consume_all(cluster.bootstrap(), producing.sent)
+    assert [v for _, v in got] == [b"v-%05d" % i for i in range(producing.sent)]
+    assert [o for o, _ in got] == list(range(producing.sent))
+
+
+def test_unclean_election_deletes_segments_outside_the_new_lineage(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """Broker 2 holds [0-4] and is down while broker 1 goes on alone and tiers its history
+    past 4. Broker 1 dies and broker 2 is elected uncleanly: its lineage ends at 4, so its
+    expiration task deletes every remote segment reaching past 4 (those wholly below stay),
+    and consumers read the new lineage."""
+    cluster = _start(broker_factory, zk_connect, kazoo_client, tmp_path)
+    _create_topic(cluster, [1, 2], **{"unclean.leader.election.enable": "true"})
+    producing = Producing(cluster.bootstrap())
+    producing.send(N)
+    wait_until(
+        lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2],
+        30,
+        what="both replicas in sync",
+    )
+    cluster.brokers[2].kill()
+    wait_until(lambda: (s := cluster.state()) is not None and s.isr == (1,), 30, what="ISR {1}")
+    producing.send(3 * N + 1)
+
+    def tiered_past_broker_2() -> bool:
+        live = cluster.live_segments()
+        return bool(live) and live[-1][1] >= 2 * N and _covered_once(live, live[-1][1] + 1)
+
+    wait_until(tiered_past_broker_2, 60, what=f"broker 1 tiered; saw {cluster.live_segments()}")
+    kept = [r for r in cluster.live_segments() if r[1] < N]
+    old_lineage = {
+        m.remote_log_segment_id.id for m in _metadata_segments(cluster) if m.end_offset >= N
+    }
+    assert old_lineage
+    cluster.brokers[1].kill()
+    cluster.brokers[2].start()
+    wait_until(lambda: cluster.leader() == 2, 60, what="broker 2 elected uncleanly")
+    wait_until(
+        lambda: cluster.live_segments() == kept,
+        60,
+        what=f"the cut-off segments deleted; saw {cluster.live_segments()}",
+    )
+    deleted = {uuid.UUID(e.segment_id) for e in cluster.events() if e.type == DELETE}
+    assert old_lineage <= deleted
+    producing.errors.clear()
+    more = Producing(cluster.bootstrap())
+    more.sent = producing.sent
+    more.send(N)
+    got = _consume_all(cluster.bootstrap(), N + N)
+    assert [v for _, v in got[:N]] == [b"v-%05d" % i for i in range(N)]
+    assert [v for _, v in got[N : 2 * N]] == [
+        b"v-%05d" % i for i in range(producing.sent, producing.sent + N)
+    ]

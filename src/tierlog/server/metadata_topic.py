@@ -183,6 +183,7 @@ _RETRIABLE = frozenset(
 #: How long one metadata append keeps retrying a leader that moves before it fails.
 APPEND_DEADLINE_S = 30.0
 _PRODUCE_VERSION = 9
+_LIST_OFFSETS_VERSION = 7
 
 
 class ReplicatedMetadataTopicIO(MetadataTopicIO):
@@ -197,8 +198,12 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
     * ``append``: a Produce with acks=all to the metadata partition's current leader (this
       broker included, through its own listener), so the event is durable on the ISR when
       it returns; a leader change is retried within ``APPEND_DEADLINE_S``.
-    * ``end_offset`` / ``read``: the local replica (leader or follower) up to its high
-      watermark, so the RLMM never acts on an event a new leader could truncate.
+    * ``read``: the local replica (leader or follower) up to its high watermark, so the
+      RLMM never acts on an event a new leader could truncate;
+    * ``end_offset``: the leader's high watermark (asked with ListOffsets when another
+      broker leads), as a Kafka consumer's end offset: a replica that is still catching up
+      must not make the RLMM declare a user partition loaded before it has read what the
+      leader already acknowledged.
 
     Every call comes from an RLMM thread and hops to the event loop, which owns the
     replication layer; ``attach`` gives it that layer once the broker has joined the cluster
@@ -219,6 +224,9 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
         self._max_read_bytes = max_read_bytes
         self._repl: ReplicaManager | None = None
         self._conns: dict[int, BrokerConnection] = {}
+        """To each leader, for appends (the publisher thread's)."""
+        self._read_conns: dict[int, BrokerConnection] = {}
+        """To each leader, for end offsets (the consumer thread's)."""
         self._closed = False
 
     def attach(self, repl: ReplicaManager) -> None:
@@ -308,15 +316,19 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             await asyncio.sleep(0.1)
         raise TimeoutError(f"appending to {METADATA_TOPIC}-{partition}: {last}")
 
+    async def _connection(
+        self, conns: dict[int, BrokerConnection], leader: int, endpoint: tuple[str, int]
+    ) -> BrokerConnection:
+        conn = conns.get(leader)
+        if conn is None:
+            conn = await BrokerConnection.open(*endpoint, client_id="tierlog-rlmm", timeout_s=10.0)
+            conns[leader] = conn
+        return conn
+
     async def _produce(
         self, leader: int, endpoint: tuple[str, int], partition: int, batch: bytes
     ) -> tuple[ErrorCode, int]:
-        conn = self._conns.get(leader)
-        if conn is None:
-            conn = await BrokerConnection.open(
-                *endpoint, client_id="tierlog-rlmm-producer", timeout_s=10.0
-            )
-            self._conns[leader] = conn
+        conn = await self._connection(self._conns, leader, endpoint)
         response = await conn.call(
             ApiKey.PRODUCE,
             _PRODUCE_VERSION,
@@ -331,8 +343,8 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
         p = response.responses[0].partition_responses[0]
         return ErrorCode(int(p.error_code)), int(p.base_offset)
 
-    async def _drop(self, leader: int) -> None:
-        conn = self._conns.pop(leader, None)
+    async def _drop(self, leader: int, conns: dict[int, BrokerConnection] | None = None) -> None:
+        conn = (self._conns if conns is None else conns).pop(leader, None)
         if conn is not None:
             await conn.close()
 
@@ -341,6 +353,8 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
         self._closed = True
         for leader in list(self._conns):
             await self._drop(leader)
+        for leader in list(self._read_conns):
+            await self._drop(leader, self._read_conns)
 
     # ---- read -------------------------------------------------------------------------
     def _local(self, partition: int) -> PartitionLog:
@@ -351,7 +365,48 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
         return lg
 
     def end_offset(self, partition: int) -> int:
-        return self._local(partition).high_watermark
+        local = self._local(partition).high_watermark
+        repl = self._replication()
+        info = None if repl.view is None else repl.view.partition(METADATA_TOPIC, partition)
+        leader = None if info is None or info.state is None else info.state.leader
+        if leader is None or leader == repl.broker_id or leader < 0:
+            return local
+        return max(local, self._on_loop(self._leader_end(leader, partition), APPEND_DEADLINE_S))
+
+    async def _leader_end(self, leader: int, partition: int) -> int:
+        repl = self._replication()
+        endpoint = repl.endpoint_of(leader)
+        if endpoint is None:
+            raise RuntimeError(f"the leader {leader} of {METADATA_TOPIC}-{partition} is not live")
+        try:
+            conn = await self._connection(self._read_conns, leader, endpoint)
+            response = await conn.call(
+                ApiKey.LIST_OFFSETS,
+                _LIST_OFFSETS_VERSION,
+                10.0,
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    {
+                        "name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "partition_index": partition,
+                                "current_leader_epoch": -1,
+                                "timestamp": -1,
+                            }
+                        ],
+                    }
+                ],
+            )
+        except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            await self._drop(leader, self._read_conns)
+            raise
+        p = response.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            code = ErrorCode(int(p.error_code))
+            raise KafkaError(code, f"end offset of {METADATA_TOPIC}-{partition}")
+        return int(p.offset)
 
     def read(self, partition: int, from_offset: int) -> list[tuple[int, bytes]]:
         lg = self._local(partition)
