@@ -184,6 +184,7 @@ _RETRIABLE = frozenset(
 APPEND_DEADLINE_S = 30.0
 _PRODUCE_VERSION = 9
 _LIST_OFFSETS_VERSION = 7
+_FETCH_VERSION = 12
 
 
 class ReplicatedMetadataTopicIO(MetadataTopicIO):
@@ -199,7 +200,9 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
       broker included, through its own listener), so the event is durable on the ISR when
       it returns; a leader change is retried within ``APPEND_DEADLINE_S``.
     * ``read``: the local replica (leader or follower) up to its high watermark, so the
-      RLMM never acts on an event a new leader could truncate;
+      RLMM never acts on an event a new leader could truncate; a metadata partition with no
+      replica here (fewer replicas than brokers) is fetched from its leader as a consumer
+      fetches, which also stops at the high watermark;
     * ``end_offset``: the leader's high watermark (asked with ListOffsets when another
       broker leads), as a Kafka consumer's end offset: a replica that is still catching up
       must not make the RLMM declare a user partition loaded before it has read what the
@@ -357,65 +360,119 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             await self._drop(leader, self._read_conns)
 
     # ---- read -------------------------------------------------------------------------
-    def _local(self, partition: int) -> PartitionLog:
-        lg = self._logs.get_log(TopicPartition(METADATA_TOPIC, partition))
-        repl = self._repl
-        if lg is None or repl is None or repl.partition(METADATA_TOPIC, partition) is None:
-            raise KeyError(f"{METADATA_TOPIC}-{partition} has no replica on this broker")
-        return lg
+    def _local(self, partition: int) -> PartitionLog | None:
+        """The local replica of a metadata partition, None if this broker holds none."""
+        repl = self._replication()
+        if repl.partition(METADATA_TOPIC, partition) is None:
+            return None
+        return self._logs.get_log(TopicPartition(METADATA_TOPIC, partition))
 
-    def end_offset(self, partition: int) -> int:
-        local = self._local(partition).high_watermark
+    def _leader(self, partition: int) -> int | None:
         repl = self._replication()
         info = None if repl.view is None else repl.view.partition(METADATA_TOPIC, partition)
         leader = None if info is None or info.state is None else info.state.leader
-        if leader is None or leader == repl.broker_id or leader < 0:
+        return None if leader is None or leader < 0 else leader
+
+    def end_offset(self, partition: int) -> int:
+        lg = self._local(partition)
+        local = -1 if lg is None else lg.high_watermark
+        leader = self._leader(partition)
+        if leader == self._replication().broker_id and local >= 0:
             return local
+        if leader is None:
+            if local >= 0:
+                return local
+            raise RuntimeError(f"{METADATA_TOPIC}-{partition} has no leader")
         return max(local, self._on_loop(self._leader_end(leader, partition), APPEND_DEADLINE_S))
 
     async def _leader_end(self, leader: int, partition: int) -> int:
-        repl = self._replication()
-        endpoint = repl.endpoint_of(leader)
-        if endpoint is None:
-            raise RuntimeError(f"the leader {leader} of {METADATA_TOPIC}-{partition} is not live")
-        try:
-            conn = await self._connection(self._read_conns, leader, endpoint)
-            response = await conn.call(
-                ApiKey.LIST_OFFSETS,
-                _LIST_OFFSETS_VERSION,
-                10.0,
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    {
-                        "name": METADATA_TOPIC,
-                        "partitions": [
-                            {
-                                "partition_index": partition,
-                                "current_leader_epoch": -1,
-                                "timestamp": -1,
-                            }
-                        ],
-                    }
-                ],
-            )
-        except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
-            await self._drop(leader, self._read_conns)
-            raise
+        response = await self._ask_leader(
+            leader,
+            partition,
+            ApiKey.LIST_OFFSETS,
+            _LIST_OFFSETS_VERSION,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}
+                    ],
+                }
+            ],
+        )
         p = response.topics[0].partitions[0]
         if int(p.error_code) != 0:
             code = ErrorCode(int(p.error_code))
             raise KafkaError(code, f"end offset of {METADATA_TOPIC}-{partition}")
         return int(p.offset)
 
+    async def _ask_leader(
+        self, leader: int, partition: int, api: ApiKey, version: int, **fields: Any
+    ) -> Any:
+        """One request to a metadata partition's leader on the consumer thread's connection."""
+        endpoint = self._replication().endpoint_of(leader)
+        if endpoint is None:
+            raise RuntimeError(f"the leader {leader} of {METADATA_TOPIC}-{partition} is not live")
+        try:
+            conn = await self._connection(self._read_conns, leader, endpoint)
+            return await conn.call(api, version, 10.0, **fields)
+        except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            await self._drop(leader, self._read_conns)
+            raise
+
     def read(self, partition: int, from_offset: int) -> list[tuple[int, bytes]]:
         lg = self._local(partition)
-        if from_offset >= lg.high_watermark:
-            return []
-        data = lg.read(from_offset, self._max_read_bytes, True, "hw").to_bytes()
+        if lg is not None:
+            if from_offset >= lg.high_watermark:
+                return []
+            data = lg.read(from_offset, self._max_read_bytes, True, "hw").to_bytes()
+        else:
+            leader = self._leader(partition)
+            if leader is None:
+                return []
+            data = self._on_loop(self._fetch(leader, partition, from_offset), APPEND_DEADLINE_S)
         out: list[tuple[int, bytes]] = []
         for h in scan_batches(data):
             for r in iter_records(data[h.position : h.end]):
                 if r.offset >= from_offset and r.value is not None:
                     out.append((r.offset, r.value))
         return out
+
+    async def _fetch(self, leader: int, partition: int, offset: int) -> bytes:
+        response = await self._ask_leader(
+            leader,
+            partition,
+            ApiKey.FETCH,
+            _FETCH_VERSION,
+            replica_id=-1,
+            max_wait=datetime.timedelta(0),
+            min_bytes=0,
+            max_bytes=self._max_read_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": self._max_read_bytes,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        p = response.responses[0].partitions[0]
+        if int(p.error_code) != 0:
+            code = ErrorCode(int(p.error_code))
+            raise KafkaError(code, f"fetching {METADATA_TOPIC}-{partition} at {offset}")
+        return bytes(p.records or b"")
