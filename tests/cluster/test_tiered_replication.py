@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.stalling_rsm import copying_file, hold_file
 from tests.helpers.broker import BrokerProcess
@@ -162,6 +164,18 @@ def _covered_once(segments: list[tuple[int, int]], end: int) -> bool:
             return False
         expected = last + 1
     return expected == end
+
+
+def _metric(broker: BrokerProcess, name: str, **labels: str) -> float:
+    """Sum of a broker's Prometheus samples called ``name`` with ``labels``."""
+    with urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def _overrides(zk_connect: str, broker_id: int, remote: Path, rsm: str) -> dict[str, str]:
@@ -389,6 +403,7 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
     )
     follower_segments = cluster.local_segments(3)
     assert follower_segments[0] == 4 * N, follower_segments
+    assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
     assert cluster.epochs(3) == cluster.epochs(1)
     snapshot = b3.log_dir / f"{TOPIC}-0" / f"{4 * N:020d}.snapshot"
     follower_producers = {e.producer_id: e for e in decode_snapshot(snapshot.read_bytes())}
