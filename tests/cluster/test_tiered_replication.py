@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -164,6 +167,33 @@ def _covered_once(segments: list[tuple[int, int]], end: int) -> bool:
             return False
         expected = last + 1
     return expected == end
+
+
+def _audit(cluster: Cluster) -> dict[str, Any]:
+    """``tierlog audit --json`` (a Spark job) over the shared tier; fails on errors."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "audit",
+            "--bootstrap-server",
+            cluster.bootstrap(),
+            "--json",
+            "--rsm-class",
+            "directory",
+            "--rsm-config",
+            f"dir={cluster.remote}",
+        ],
+        capture_output=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 def _metric(broker: BrokerProcess, name: str, **labels: str) -> float:
@@ -481,6 +511,9 @@ def test_leader_killed_mid_copy_leaves_history_tiered_exactly_once(
     got = _consume_all(cluster.bootstrap(), producing.sent)
     assert [v for _, v in got] == [b"v-%05d" % i for i in range(producing.sent)]
     assert [o for o, _ in got] == list(range(producing.sent))
+    report = _audit(cluster)
+    assert set(report["summary"].values()) == {0}, report["findings"]
+    assert report["segments"] == len(segments)
 
 
 def test_unclean_election_deletes_segments_outside_the_new_lineage(
