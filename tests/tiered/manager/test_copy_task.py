@@ -272,3 +272,27 @@ def test_scheduled_tasks_upload_and_expire_without_manual_runs(tmp_path: Path) -
         wait_until(lambda: st.log.log_start_offset == 20, "log start moved by expiration")
     finally:
         st.close()
+
+
+def test_a_new_leader_epoch_restarts_the_tasks_and_resets_lag(tmp_path: Path) -> None:
+    """Cluster mode: every leadership change (``restart``) cancels the partition's tasks and
+    starts new ones, which wait for a run of their predecessors still in flight; the copy
+    lag starts again at 0."""
+    st = make_stack(tmp_path)
+    try:
+        old = st.rlm.tasks_of(st.tp)
+        st.metrics.copy_lag_bytes.labels(TIP.topic, str(TIP.partition)).set(1024)
+        old["copy"].idle.clear()  # a run of the old copy task is in flight
+        st.rlm.on_leadership_change([st.log], restart=True)
+        new = st.rlm.tasks_of(st.tp)
+        assert set(new) == {"copy", "expiration"}
+        assert all(old[k].is_cancelled() and new[k] is not old[k] for k in new)
+        assert st.metric("tierlog_remote_copy_lag_bytes") == 0
+        st.produce(20, per_segment=10)
+        new["copy"].run_once()
+        assert st.finished() == [], "the new copy task waits for the old one's run"
+        old["copy"].idle.set()
+        new["copy"].run_once()
+        assert st.finished() == [(0, 9), (10, 19)]
+    finally:
+        st.close()
