@@ -15,6 +15,13 @@ What the broker reports (each call is cheap on the loop unless said otherwise):
 
 * startup: every tiered log is led here (single node), after the RLMM is initialized; an
   RLMM that cannot initialize within its timeout stops the broker (``TieringStartupError``);
+* cluster mode (``zookeeper.connect``): ``__remote_log_metadata`` is a replicated topic
+  (``server.metadata_topic.ReplicatedMetadataTopicIO``) that the RLMM initializes in the
+  background once the broker has joined (``attach_replication``); from then on the tasks of
+  each tiered partition follow the replication layer's leadership, and its followers can
+  bootstrap from the remote tier. The remote tier must be one store that every broker
+  reaches: the embedded default (a directory next to each broker's log dir) is not, and the
+  broker warns about it;
 * topic or partition creation: ``partitions_added``;
 * topic deletion: ``before_topic_delete`` deletes the remote data first (blocking work on a
   worker thread), because the local log and its topic id are gone afterwards;
@@ -143,9 +150,10 @@ class Tiering:
         self._topics = topics
         self._logs = logs
         self._closed = False
+        self._cluster = False
+        """Cluster mode: leadership comes from the replication layer (``attach_replication``)."""
         self._metadata_io: ReplicatedMetadataTopicIO | None = None
-        """Cluster mode: ``__remote_log_metadata`` is replicated, leadership comes from the
-        replication layer (``attach_replication``)."""
+        """Cluster mode with the topic-based RLMM: ``__remote_log_metadata`` is replicated."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._repl: ReplicaManager | None = None
 
@@ -179,6 +187,14 @@ class Tiering:
         tiering = cls(rlm, topics, logs)
         try:
             if cfg.get("zookeeper.connect") is not None:
+                tiering._cluster = True
+                if not cfg.rsm_config:
+                    log.warning(
+                        "cluster mode with the storage plugin's embedded default (%s): each "
+                        "broker tiers to its own store, so replicas cannot read what another "
+                        "leader uploaded; configure one remote store shared by every broker",
+                        dict(settings.rsm_props),
+                    )
                 tiering._bind_replicated_metadata_topic(loop, logs, settings)
             else:
                 await tiering._bind_metadata_topic(loop, topics, logs, purgatory, settings)
@@ -306,7 +322,7 @@ class Tiering:
         leaders = [
             lg for t in dict.fromkeys(topics) for lg in self._logs_of(t) if lg.remote_enabled
         ]
-        if self._metadata_io is not None:
+        if self._cluster:
             return
         if leaders:
             self.rlm.on_leadership_change(leaders)
