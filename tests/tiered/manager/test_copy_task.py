@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiered.manager.rlm_helpers import TIP, make_stack, wait_until
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, TIP, make_stack, wait_until
 from tierlog.log import PartitionLog, SegmentInfo
-from tierlog.storage.directory import COPY, DELETE
-from tierlog.tiered.api import IndexType, RemoteLogSegmentState
+from tierlog.storage.directory import COPY, DELETE, DirectoryRemoteStorageManager
+from tierlog.tiered.api import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+)
 from tierlog.tiered.manager import RemoteLogManager, RemoteLogManagerConfig, StopPartition
 from tierlog.tiered.manager.copy_plan import candidate_segments
 
@@ -295,4 +301,41 @@ def test_a_new_leader_epoch_restarts_the_tasks_and_resets_lag(tmp_path: Path) ->
         new["copy"].run_once()
         assert st.finished() == [(0, 9), (10, 19)]
     finally:
+        st.close()
+
+
+class _HeldCopies(DirectoryRemoteStorageManager):
+    """Copies wait for ``release`` after ``copying`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copying = threading.Event()
+        self.release = threading.Event()
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
+    ) -> CustomMetadata | None:
+        self.copying.set()
+        assert self.release.wait(DEADLINE_S)
+        return super().copy_log_segment_data(metadata, data)
+
+
+def test_a_copy_in_flight_when_leadership_moves_is_undone(tmp_path: Path) -> None:
+    """The broker stops leading while a segment is in the RSM: the copy is deleted again
+    instead of reaching COPY_SEGMENT_FINISHED (the new leader uploads those offsets)."""
+    rsm = _HeldCopies()
+    st = make_stack(tmp_path, rsm=rsm)
+    try:
+        st.produce(11, per_segment=10)
+        copy = threading.Thread(target=st.rlm.run_now, args=(st.tp, "copy"))
+        copy.start()
+        assert rsm.copying.wait(DEADLINE_S)
+        st.rlm.on_leadership_change([], [st.log], restart=True)
+        rsm.release.set()
+        copy.join(DEADLINE_S)
+        assert st.finished() == []
+        assert [e.start_offset for e in rsm.events(DELETE)] == [0]
+        assert st.log.highest_offset_in_remote_storage == -1
+    finally:
+        rsm.release.set()
         st.close()

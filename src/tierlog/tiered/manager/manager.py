@@ -254,6 +254,8 @@ class RemoteLogManager:
     def _cancel_tasks(self, p: _Partition) -> None:
         """Cancel every task of ``p`` (their replacements wait for a run in flight)."""
         with self._lock:
+            if p.copy_task is not None:
+                p.copy_task.fence()
             for name in ("copy_task", "expiration_task", "follower_task"):
                 task: PeriodicTask | None = getattr(p, name)
                 if task is not None:
@@ -317,6 +319,8 @@ class RemoteLogManager:
 
     def _become_follower(self, p: _Partition) -> None:
         with self._lock:
+            if p.copy_task is not None:
+                p.copy_task.fence()
             for t in (p.copy_task, p.expiration_task):
                 if t is not None:
                     t.cancel()
