@@ -568,3 +568,41 @@ def test_unclean_election_deletes_segments_outside_the_new_lineage(
     assert [v for _, v in got[N : 2 * N]] == [
         b"v-%05d" % i for i in range(producing.sent, producing.sent + N)
     ]
+
+
+def test_empty_follower_starts_after_the_last_tiered_offset(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """KIP-1023 (``follower.fetch.last.tiered.offset.enable``): the leader keeps its tiered
+    segments locally too, yet a follower whose log is empty starts after the last tiered
+    offset, with its state from the remote tier, instead of fetching them again."""
+    cluster = _start(
+        broker_factory,
+        zk_connect,
+        kazoo_client,
+        tmp_path,
+        extra={"follower.fetch.last.tiered.offset.enable": "true"},
+    )
+    _create_topic(cluster, [1, 2, 3], **{"local.retention.bytes": "-2"})
+    b3 = cluster.brokers[3]
+    b3.kill()
+    producing = Producing(cluster.bootstrap())
+    producing.send(4 * N + 1)
+    wait_until(
+        lambda: cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)],
+        60,
+        what=f"4 segments tiered; saw {cluster.live_segments()}",
+    )
+    assert cluster.local_segments(1)[0] == 0
+    b3.start()
+    wait_until(
+        lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2, 3],
+        60,
+        what="broker 3 back in the ISR",
+    )
+    assert cluster.local_segments(3)[0] == 4 * N
+    assert cluster.local_segments(2)[0] == 0
+    assert cluster.epochs(3) == cluster.epochs(1)

@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
-LIST_OFFSETS_VERSION = 8
+LIST_OFFSETS_VERSION = 9
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 class Phase(enum.Enum):
@@ -80,6 +81,9 @@ class FetcherSettings:
     partition_max_bytes: int
     backoff_ms: int
     request_timeout_s: float = 30.0
+    fetch_last_tiered_offset: bool = False
+    """KIP-1023 (``follower.fetch.last.tiered.offset.enable``): an empty follower of a
+    tiered partition starts after the leader's last tiered offset."""
 
 
 class ReplicaFetcher:
@@ -205,6 +209,8 @@ class ReplicaFetcher:
             latest = s.log.leader_epoch_cache.latest_epoch()
             if latest is None:
                 self._truncated(s, s.log.high_watermark, done=True)
+                if self._empty(s) and self.settings.fetch_last_tiered_offset:
+                    await self._start_after_last_tiered(conn, s)
                 continue
             asked[s.key] = (s, s.leader_epoch, latest)
             topics.setdefault(s.topic, []).append(
@@ -360,6 +366,44 @@ class ReplicaFetcher:
             return
         if start is not None and self._current(s, epoch):
             log.info("%s-%d: bootstrapped from the remote tier; fetching from %d", *s.key, start)
+        s.phase = Phase.FETCHING
+
+    @staticmethod
+    def _empty(s: FetchState) -> bool:
+        return s.log.log_end_offset == s.log.log_start_offset == 0
+
+    async def _start_after_last_tiered(self, conn: BrokerConnection, s: FetchState) -> None:
+        """KIP-1023: an empty follower starts after the leader's last tiered offset (its
+        state built from the segment ending there) rather than fetching the local part of
+        the leader's log that is already remote. Without tiered data it fetches from 0; when
+        the remote tier cannot answer yet it tries again after the back-off."""
+        source = self.aux_source
+        if source is None or s.phase is not Phase.FETCHING:
+            return
+        last = await self._list_offset_and_epoch(conn, s, LATEST_TIERED)
+        if last is None or last[0] < 0 or last[1] < 0:
+            return
+        tiered, epoch = last
+        leader_start = await self._list_offset(conn, s, -2)
+        if leader_start is None:
+            return
+
+        async def after_last_tiered() -> tuple[int, int]:
+            return tiered + 1, epoch
+
+        async def epoch_end(asked: int) -> tuple[int, int] | None:
+            return await self._epoch_end(conn, s, asked)
+
+        s.phase = Phase.BUILDING_AUX_STATE
+        try:
+            start = await build_aux_state(s.log, source, leader_start, after_last_tiered, epoch_end)
+        except Exception as e:
+            log.info("%s-%d: starting after the last tiered offset failed: %r", *s.key, e)
+            s.phase = Phase.TRUNCATING  # tried again after the back-off, as Kafka does
+            self._back_off(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+            return
+        if start is not None:
+            log.info("%s-%d: empty follower starts after the last tiered offset", *s.key)
         s.phase = Phase.FETCHING
 
     async def _epoch_end(

@@ -138,6 +138,7 @@ class ReplicaManager:
             max_bytes=int(config.get("replica.fetch.response.max.bytes")),
             partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
             backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+            fetch_last_tiered_offset=bool(config.get("follower.fetch.last.tiered.offset.enable")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
         self._leadership_listeners: list[LeadershipListener] = []
