@@ -317,13 +317,11 @@ class Tiering:
     def partitions_added(self, topics: Iterable[str]) -> None:
         """New (or newly loaded) partitions: this single-node broker leads them all. In
         cluster mode leadership comes from the replication layer instead."""
-        if self._closed:
+        if self._closed or self._cluster:
             return
         leaders = [
             lg for t in dict.fromkeys(topics) for lg in self._logs_of(t) if lg.remote_enabled
         ]
-        if self._cluster:
-            return
         if leaders:
             self.rlm.on_leadership_change(leaders)
         self._register_metrics(leaders)
@@ -348,11 +346,13 @@ class Tiering:
     async def before_topic_delete(self, topic: str) -> None:
         """Delete the topic's remote data (DELETE_STARTED .. partition delete records) while
         its logs still exist. A failure is logged, not raised: the topic goes anyway, as in
-        Kafka, and its metadata records say which segments were left behind."""
+        Kafka, and its metadata records say which segments were left behind. In cluster mode
+        only a partition's leader deletes its remote data (spec §7, 14), the other replicas
+        only stop their tasks, so the data is deleted once."""
         if self._closed:
             return
         stops = [
-            StopPartition(lg, delete_remote_log=True)
+            StopPartition(lg, delete_remote_log=self._leads(lg))
             for lg in self._logs_of(topic)
             if lg.remote_enabled
         ]
@@ -362,6 +362,14 @@ class Tiering:
             await asyncio.to_thread(self.rlm.stop_partitions, stops)
         except Exception:
             log.exception("deleting the remote data of topic %s failed", topic)
+
+    def _leads(self, lg: PartitionLog) -> bool:
+        """This broker may act as the partition's leader on its remote data: always in single
+        node mode, only while leading in cluster mode."""
+        if not self._cluster:
+            return True
+        p = None if self._repl is None else self._repl.partition(*lg.tp)
+        return p is not None and p.is_leader
 
     def config_snapshot(self, topic: str) -> dict[TopicPartition, bool]:
         return {lg.tp: lg.remote_enabled for lg in self._logs_of(topic)}
@@ -374,7 +382,12 @@ class Tiering:
             return
         for lg in self._logs_of(topic):
             was = before.get(lg.tp, False)
-            if was and not lg.remote_enabled:
+            p = None if self._repl is None else self._repl.partition(*lg.tp)
+            if self._cluster and not self.rlm.tasks_of(lg.tp) and p is not None:
+                self._leadership_changed(p)  # tiering turned on: tasks for its current role
+            elif was and not lg.remote_enabled and not self._leads(lg):
+                await asyncio.to_thread(self.rlm.stop_partitions, [StopPartition(lg)])
+            elif was and not lg.remote_enabled:
                 try:
                     await asyncio.to_thread(self.rlm.disable_remote, lg)
                 except Exception:
