@@ -132,6 +132,8 @@ class Broker:
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
             state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
+            if state.tiering is not None:
+                state.tiering.attach_replication(state.replication)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
