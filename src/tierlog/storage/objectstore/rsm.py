@@ -8,12 +8,18 @@ read ahead in parallel) -> decrypt -> decompress.
 Threads: the broker calls every method from its own worker threads. Blocking object-store
 calls run on obstore's runtime with the GIL released. A reader's own chunk loads run inline
 in its thread; chunk read-ahead (a stream's following chunks and ``warm``) runs on the
-read-ahead pool, which has a thread for every chunk of ``READ_AHEAD_STREAMS`` full
-read-ahead windows: by Little's law a reader with ``prefetch.max.size`` bytes in flight gets
-at most ``prefetch / GET latency``, so a read-ahead GET that waits for a thread is lost
-throughput, and a thread blocked in a GET costs no CPU. Index warming runs on the fetch
-pool (``fetch.thread.pool.size``) and upload transforms on the transform pool
-(``upload.max.concurrency``). All pools are owned here and shut down by ``close``.
+read-ahead pool, which has a thread for every chunk the read-ahead budget
+(``fetch.chunk.cache.prefetch.total.max.size``) can hold: by Little's law a reader with ``W``
+bytes in flight gets at most ``W / GET latency``, so a read-ahead GET that waits for a
+thread is lost throughput, and a thread blocked in a GET costs no CPU. Index warming runs
+on the fetch pool (``fetch.thread.pool.size``), upload transforms on the transform pool
+(``upload.max.concurrency``) and disk-cache writes on one writer thread, behind the
+readers. All pools and the budget are owned here and shut down by ``close``.
+
+Read-ahead (docs/read-ahead.md): each stream sizes its window with ``window.WindowLaw``
+up to ``fetch.chunk.cache.prefetch.max.size``; all streams together hold at most the
+budget. A partition's next stream (its next segment) starts from the window and estimates
+its previous stream ended with.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -32,6 +39,7 @@ from typing import Any, BinaryIO
 from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.cache import (
     Cache,
     ChunkKey,
@@ -62,6 +70,7 @@ from tierlog.storage.objectstore.manifest import (
 from tierlog.storage.objectstore.ratelimit import TokenBucket
 from tierlog.storage.objectstore.transform import ChunkDecoder, DataKey, blob_aad, decrypt
 from tierlog.storage.objectstore.upload import SegmentUploader
+from tierlog.storage.objectstore.window import WindowLaw
 from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
@@ -76,14 +85,16 @@ from tierlog.tiered.api import (
     StoredObject,
     SupportsReadAhead,
     SupportsSegmentManifests,
+    TopicIdPartition,
 )
 
 log = logging.getLogger(__name__)
 
-#: How many streams (one per partition being read) get their whole read-ahead window in
-#: flight at once before read-ahead GETs start to wait for a thread.
-READ_AHEAD_STREAMS = 8
 _MAX_READ_AHEAD_THREADS = 256
+#: Partitions whose last read-ahead window is remembered for their next stream.
+_LAWS_REMEMBERED = 1024
+#: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
+_PENDING_CACHE_WRITES = 8
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,20 @@ class ObjectStoreRemoteStorageManager(
             cfg.upload_max_concurrency, thread_name_prefix="tierlog-rsm-transform"
         )
         self._read_ahead = cfg.fetch_chunk_cache_prefetch_max_size // cfg.chunk_size
+        self.read_ahead_budget = ReadAheadBudget(
+            cfg.fetch_chunk_cache_prefetch_total_max_size,
+            chunk=cfg.chunk_size,
+            idle_s=cfg.fetch_chunk_cache_prefetch_idle_timeout_ms / 1000,
+        )
+        self._warm_account = self.read_ahead_budget.open(lambda: None)
+        self._laws: OrderedDict[TopicIdPartition, WindowLaw] = OrderedDict()
+        self._laws_lock = threading.Lock()
+        budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
         self._ahead_pool = ThreadPoolExecutor(
-            min(_MAX_READ_AHEAD_THREADS, READ_AHEAD_STREAMS * max(1, self._read_ahead)),
+            min(_MAX_READ_AHEAD_THREADS, max(1, budget_chunks)),
             thread_name_prefix="tierlog-rsm-ahead",
         )
+        self._cache_writer: ThreadPoolExecutor | None = None
         rate = cfg.upload_rate_limit_bytes_per_second
         self._uploader = SegmentUploader(
             self.backend,
@@ -168,10 +189,13 @@ class ObjectStoreRemoteStorageManager(
         self.chunk_cache: Cache[ChunkKey, bytes | memoryview, Any]
         if cfg.fetch_chunk_cache_class == "disk":
             assert cfg.fetch_chunk_cache_path is not None
+            self._cache_writer = ThreadPoolExecutor(1, thread_name_prefix="tierlog-rsm-cache")
             self.chunk_cache = disk_chunk_cache(
                 Path(cfg.fetch_chunk_cache_path),
                 capacity_bytes=cfg.fetch_chunk_cache_size,
                 ttl_seconds=chunk_ttl,
+                writer=self._cache_writer,
+                max_pending_writes=_PENDING_CACHE_WRITES,
             )
         else:
             capacity = cfg.fetch_chunk_cache_size if cfg.fetch_chunk_cache_class == "memory" else 0
@@ -182,14 +206,38 @@ class ObjectStoreRemoteStorageManager(
 
     @property
     def read_ahead_bytes(self) -> int:
-        """How far a stream may load ahead of its reader (its run-ahead: twice the
-        ``prefetch.max.size`` it keeps in flight). A caller that knows which segment comes
-        next (the broker's remote reader) continues that reach into it with
-        ``warm(next, start, length)``, so a reader crossing a segment boundary never finds
-        the pipeline empty; 0 when chunks are not cached (``warm`` would do nothing)."""
+        """The most one stream loads ahead of its reader: ``prefetch.max.size`` in whole
+        chunks, the cap of its adaptive window; 0 when chunks are not cached (``warm``
+        would do nothing)."""
         if not self._caching_chunks:
             return 0
-        return 2 * self._read_ahead * self.config.chunk_size
+        return self._read_ahead * self.config.chunk_size
+
+    def read_ahead_window(self, tip: TopicIdPartition) -> int:
+        """The window the partition's latest stream has now (or ended with), so a caller
+        continuing it into the next segment asks for what this reader drains, not the cap."""
+        if not self._caching_chunks:
+            return 0
+        with self._laws_lock:
+            law = self._laws.get(tip)
+        return self.read_ahead_bytes if law is None else law.window_bytes
+
+    def _remember(self, tip: TopicIdPartition, law: WindowLaw) -> None:
+        with self._laws_lock:
+            self._laws[tip] = law
+            self._laws.move_to_end(tip)
+            while len(self._laws) > _LAWS_REMEMBERED:
+                self._laws.popitem(last=False)
+
+    def _law_for(self, tip: TopicIdPartition) -> WindowLaw:
+        with self._laws_lock:
+            previous = self._laws.get(tip)
+        if previous is not None:
+            law = previous.resumed()
+        else:
+            law = WindowLaw(self.config.chunk_size, self._read_ahead)
+        self._remember(tip, law)
+        return law
 
     @property
     def config(self) -> ObjectStoreConfig:
@@ -206,6 +254,9 @@ class ObjectStoreRemoteStorageManager(
         self._fetch_pool.shutdown(wait=True, cancel_futures=True)
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._transform_pool.shutdown(wait=True, cancel_futures=True)
+        if self._cache_writer is not None:
+            self._cache_writer.shutdown(wait=True, cancel_futures=True)
+        self.read_ahead_budget.close()
         self.chunk_cache.clear()
         self.manifest_cache.clear()
         self.index_cache.clear()
@@ -283,6 +334,7 @@ class ObjectStoreRemoteStorageManager(
         if start_position >= seg.size:
             return io.BytesIO(b"")
         end = seg.size - 1 if end_position is None else min(end_position, seg.size - 1)
+        tip = metadata.topic_id_partition
         stream = ChunkStream(
             seg.manifest.chunk_index,
             start_position,
@@ -290,10 +342,14 @@ class ObjectStoreRemoteStorageManager(
             load=lambda chunk_id: self._chunk(seg, chunk_id),
             ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
             pool=self._ahead_pool,
-            read_ahead=self._read_ahead,
-            # without a chunk cache, loaded read-ahead lives in the stream itself: hold no
-            # more than the window, so memory is bounded by open streams x prefetch size
-            run_ahead=None if self._caching_chunks else self._read_ahead,
+            law=self._law_for(tip) if self._read_ahead > 0 else None,
+            budget=self.read_ahead_budget,
+            reached=(
+                (lambda chunk_id: self.chunk_cache.reached((seg.cache_id, chunk_id)))
+                if self._caching_chunks
+                else None
+            ),
+            closed=lambda law: self._remember(tip, law),
         )
         return io.BufferedReader(stream, buffer_size=64 * 1024)
 
@@ -349,16 +405,31 @@ class ObjectStoreRemoteStorageManager(
             for index_type in (IndexType.OFFSET, IndexType.TIMESTAMP):
                 if not self.index_cache.holds((seg.cache_id, index_type.value)):
                     self._fetch_pool.submit(self._warm_index, metadata, index_type)
-        budget = self.config.fetch_chunk_cache_prefetch_max_size if length is None else length
-        if start_position >= seg.size or budget <= 0:
+        reach = self.read_ahead_bytes if length is None else length
+        if start_position >= seg.size or reach <= 0:
             return 0
-        end = min(seg.size - 1, start_position + budget - 1)
+        end = min(seg.size - 1, start_position + reach - 1)
         scheduled = 0
-        for chunk_id in seg.manifest.chunk_index.chunks_for_range(start_position, end):
-            if not self.chunk_cache.holds((seg.cache_id, chunk_id)):
-                self._ahead_pool.submit(self._chunk_ahead, seg, chunk_id)
-                scheduled += 1
+        index = seg.manifest.chunk_index
+        for chunk_id in index.chunks_for_range(start_position, end):
+            if self.chunk_cache.holds((seg.cache_id, chunk_id)):
+                continue
+            first, last = index.original_range(chunk_id)
+            if not self._warm_account.try_acquire(last - first):
+                break  # the budget is spoken for: the stream loads it when it gets there
+            self._ahead_pool.submit(self._warm_chunk, seg, chunk_id, last - first)
+            scheduled += 1
         return scheduled
+
+    def _warm_chunk(self, seg: OpenSegment, chunk_id: int, size: int) -> None:
+        """Load one chunk into the cache; its budget is held only while it is in flight
+        (once cached it is the cache's to bound)."""
+        try:
+            self.chunk_cache.prefetch(
+                (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
+            )
+        finally:
+            self._warm_account.release(size)
 
     def _warm_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> None:
         try:
@@ -419,14 +490,13 @@ class ObjectStoreRemoteStorageManager(
             (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
         )
 
-    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview | None:
-        """Read-ahead task: with a chunk cache, load into it and let the reader hit it;
-        without one, hand the bytes to the stream directly."""
+    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
+        """Read-ahead task: the chunk for the stream to keep until its reader gets there,
+        also kept by the chunk cache (if any) for other readers."""
         if self._caching_chunks:
-            self.chunk_cache.prefetch(
+            return self.chunk_cache.load_ahead(
                 (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
             )
-            return None
         metrics.PREFETCH_CHUNKS.inc()
         return self._chunk(seg, chunk_id)
 
