@@ -24,6 +24,7 @@ its previous stream ended with.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import threading
@@ -31,7 +32,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -68,7 +69,13 @@ from tierlog.storage.objectstore.manifest import (
     metadata_to_json,
 )
 from tierlog.storage.objectstore.ratelimit import TokenBucket
-from tierlog.storage.objectstore.transform import ChunkDecoder, DataKey, blob_aad, decrypt
+from tierlog.storage.objectstore.transform import (
+    ENCRYPTION_OVERHEAD,
+    ChunkDecoder,
+    DataKey,
+    blob_aad,
+    decrypt,
+)
 from tierlog.storage.objectstore.upload import SegmentUploader
 from tierlog.storage.objectstore.window import WindowLaw
 from tierlog.tiered.api import (
@@ -95,6 +102,8 @@ _MAX_READ_AHEAD_THREADS = 256
 _LAWS_REMEMBERED = 1024
 #: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
 _PENDING_CACHE_WRITES = 8
+#: First-touch loads (an ``.indexes`` blob, a chunk 0) kept for their segment at most.
+_FIRST_TOUCH_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,8 @@ class ObjectStoreRemoteStorageManager(
             thread_name_prefix="tierlog-rsm-ahead",
         )
         self._cache_writer: ThreadPoolExecutor | None = None
+        self._first_touch: OrderedDict[str, Future[Any]] = OrderedDict()
+        self._first_touch_lock = threading.Lock()
         rate = cfg.upload_rate_limit_bytes_per_second
         self._uploader = SegmentUploader(
             self.backend,
@@ -304,6 +315,7 @@ class ObjectStoreRemoteStorageManager(
         finally:
             metrics.SEGMENT_COPY_SECONDS.observe(time.perf_counter() - started)
         self.manifest_cache.invalidate(keys.manifest)
+        self._forget_first_touch(keys)
         if not cfg.custom_metadata_enabled:
             return None
         stored = log_upload.chunk_index.stored_size + indexes.stored_size + len(manifest_bytes)
@@ -330,6 +342,7 @@ class ObjectStoreRemoteStorageManager(
             raise RemoteStorageException(
                 f"end_position {end_position} < start_position {start_position}"
             )
+        self._touch_first(metadata, start_position)
         seg = self.open_segment(metadata)
         if start_position >= seg.size:
             return io.BytesIO(b"")
@@ -354,6 +367,7 @@ class ObjectStoreRemoteStorageManager(
         return io.BufferedReader(stream, buffer_size=64 * 1024)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        self._touch_first(metadata, None)
         seg = self.open_segment(metadata)
         blob_range = seg.manifest.indexes.get(index_type)
         if blob_range is None:
@@ -362,27 +376,96 @@ class ObjectStoreRemoteStorageManager(
             )
         if blob_range.size == 0:
             return io.BytesIO(b"")
-
-        def load() -> bytes:
-            stored = self.backend.get_range(
-                seg.keys.indexes,
-                blob_range.position,
-                blob_range.position + blob_range.size,
-                "indexes",
-            )
-            if seg.data_key is None:
-                return stored
-            name = INDEX_NAMES[index_type]
-            try:
-                return decrypt(
-                    seg.data_key, stored, blob_aad(seg.data_key, name), f"{seg.keys.indexes} {name}"
-                )
-            except CorruptDataError:
-                metrics.CORRUPT_CHUNKS.inc()
-                raise
-
-        data = self.index_cache.get((seg.cache_id, index_type.value), load)
+        data = self.index_cache.get(
+            (seg.cache_id, index_type.value), lambda: self._load_index(seg, index_type)
+        )
         return io.BytesIO(data)
+
+    def _load_index(self, seg: OpenSegment, index_type: IndexType) -> bytes:
+        """One index: sliced from the ``.indexes`` blob a first touch fetched whole (the
+        other indexes in it are cached on the way), else one ranged GET."""
+        blob_range = seg.manifest.indexes[index_type]
+        assert blob_range is not None  # fetch_index answered a missing index itself
+        end = blob_range.position + blob_range.size
+        blob = self._first_touch_result(seg.keys.indexes, pop=True)
+        if isinstance(blob, bytes) and len(blob) >= end:
+            for other, other_range in seg.manifest.indexes.items():
+                if other is index_type or other_range is None or not other_range.size:
+                    continue
+                other_end = other_range.position + other_range.size
+                if len(blob) >= other_end:
+                    stored = blob[other_range.position : other_end]
+                    self.index_cache.prefetch(
+                        (seg.cache_id, other.value),
+                        functools.partial(self._decrypt_index, seg, other, stored),
+                    )
+            return self._decrypt_index(seg, index_type, blob[blob_range.position : end])
+        stored = self.backend.get_range(seg.keys.indexes, blob_range.position, end, "indexes")
+        return self._decrypt_index(seg, index_type, stored)
+
+    def _decrypt_index(self, seg: OpenSegment, index_type: IndexType, stored: bytes) -> bytes:
+        if seg.data_key is None:
+            return stored
+        name = INDEX_NAMES[index_type]
+        try:
+            return decrypt(
+                seg.data_key, stored, blob_aad(seg.data_key, name), f"{seg.keys.indexes} {name}"
+            )
+        except CorruptDataError:
+            metrics.CORRUPT_CHUNKS.inc()
+            raise
+
+    # -- first touch --------------------------------------------------------------------
+
+    def _touch_first(self, metadata: RemoteLogSegmentMetadata, position: int | None) -> None:
+        """A read of a segment whose manifest is not cached (untouched since start, or
+        evicted) GETs beside the manifest, instead of after it: for an index lookup
+        (``position`` None) the whole ``.indexes`` blob, one GET for all the indexes instead
+        of one each; for a stream starting in chunk 0, the stored bytes chunk 0 can occupy.
+        The broker's reader looks the offset up while its stream starts, so a read at a
+        segment's first batch has the manifest, the indexes and chunk 0 in flight at once.
+        Both are checked against the manifest when it arrives, and used only if they cover
+        what it says."""
+        keys = self.keys_for(metadata)
+        if self.manifest_cache.holds(keys.manifest):
+            return
+        cfg = self.config
+        with self._first_touch_lock:
+            if position is None and keys.indexes not in self._first_touch:
+                self._first_touch[keys.indexes] = self._fetch_pool.submit(
+                    self.backend.get, keys.indexes, "indexes"
+                )
+            if (
+                position is not None
+                and position < cfg.chunk_size
+                and keys.log not in self._first_touch
+            ):
+                guess = min(cfg.chunk_size, metadata.segment_size_in_bytes)
+                if cfg.encryption_enabled:
+                    guess += ENCRYPTION_OVERHEAD
+                self._first_touch[keys.log] = self._fetch_pool.submit(
+                    self.backend.get_range_view, keys.log, 0, guess, "log"
+                )
+            while len(self._first_touch) > _FIRST_TOUCH_KEPT:
+                self._first_touch.popitem(last=False)[1].cancel()
+
+    def _first_touch_result(self, key: str, *, pop: bool) -> object:
+        """What the first touch fetched of ``key`` (None if nothing, or it failed)."""
+        with self._first_touch_lock:
+            future = self._first_touch.pop(key, None) if pop else self._first_touch.get(key)
+        if future is None or future.cancelled():
+            return None
+        try:
+            return future.result()
+        except Exception:  # the regular GET that follows reports the store's error
+            return None
+
+    def _forget_first_touch(self, keys: SegmentKeys) -> None:
+        with self._first_touch_lock:
+            for key in (keys.indexes, keys.log):
+                future = self._first_touch.pop(key, None)
+                if future is not None:
+                    future.cancel()
 
     def warm(
         self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
@@ -400,6 +483,8 @@ class ObjectStoreRemoteStorageManager(
         """
         if not self._caching_chunks:
             return 0
+        if start_position == 0:
+            self._touch_first(metadata, None)
         seg = self.open_segment(metadata)
         if start_position == 0:
             for index_type in (IndexType.OFFSET, IndexType.TIMESTAMP):
@@ -504,7 +589,11 @@ class ObjectStoreRemoteStorageManager(
         index = seg.manifest.chunk_index
         start, end = index.stored_range(chunk_id)
         original_start, original_end = index.original_range(chunk_id)
-        stored = self.backend.get_range_view(seg.keys.log, start, end, "log")
+        early = self._first_touch_result(seg.keys.log, pop=True) if chunk_id == 0 else None
+        if isinstance(early, memoryview) and len(early) >= end:
+            stored = early[:end]
+        else:
+            stored = self.backend.get_range_view(seg.keys.log, start, end, "log")
         try:
             return seg.decoder.decode(
                 chunk_id,
