@@ -31,7 +31,7 @@ from tests.storage.objectstore.objectstore_helpers import (
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.window import INITIAL_AHEAD
-from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
 
 CHUNK = 64 * 1024
 WINDOW = 4  # chunks of read-ahead: prefetch.max.size = WINDOW * CHUNK
@@ -431,3 +431,16 @@ def test_without_a_chunk_cache_a_stopped_reader_holds_at_most_the_window(tmp_pat
         assert set(counted.issued.values()) == {1} and len(counted.issued) == 12
     finally:
         plugin.close()
+
+
+def test_a_stream_lends_the_chunk_it_is_in_without_a_copy(
+    rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+) -> None:
+    md, data = upload(rsm, tmp_path, 3)
+    with rsm.fetch_log_segment(md, 10) as stream:
+        assert isinstance(stream, SupportsReadView)
+        view = stream.read_view(2 * CHUNK)
+        assert view.readonly and view == data[10:CHUNK]  # up to the chunk's end, no further
+        assert not isinstance(view.obj, (bytes, bytearray))  # the chunk's own buffer
+        assert stream.read(5) == data[CHUNK : CHUNK + 5]  # the same position for every read
+        assert stream.read_view(CHUNK) == data[CHUNK + 5 : 2 * CHUNK]

@@ -28,12 +28,13 @@ from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
 from tierlog.storage.objectstore.window import WindowLaw
+from tierlog.tiered.api import SupportsReadView
 
 Chunk = bytes | memoryview
 _Ahead = Future[tuple[Chunk, float]]
 
 
-class ChunkStream(io.RawIOBase):
+class ChunkStream(io.RawIOBase, SupportsReadView):
     def __init__(
         self,
         chunk_index: ChunkIndex,
@@ -97,6 +98,20 @@ class ChunkStream(io.RawIOBase):
         self._buf = self._buf[n:]
         self._remaining -= n
         return n
+
+    def read_view(self, n: int) -> memoryview:
+        """Up to ``n`` bytes of the chunk the reader is in, as a view of the chunk itself
+        (the client's receive buffer, a cache mapping, or a decoded chunk): a Fetch
+        response can send it as is."""
+        if self._remaining == 0 or n <= 0:
+            return memoryview(b"")
+        if not self._buf:
+            self._advance()
+        k = min(n, len(self._buf))
+        view = self._buf[:k]
+        self._buf = self._buf[k:]
+        self._remaining -= k
+        return view.toreadonly()
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
@@ -164,9 +179,11 @@ class ChunkStream(io.RawIOBase):
             self._fill()
         started = self._clock()
         data = self._take(chunk_id, future)
+        now = self._clock()
+        metrics.READ_WAIT_SECONDS.inc(now - started)
         if self._law is not None:
             with self._lock:
-                self._law.advanced(self._clock(), self._clock() - started)
+                self._law.advanced(now, now - started)
                 self._fill()
                 window = self._law.window_bytes
                 if window != self._window:

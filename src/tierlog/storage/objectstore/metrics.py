@@ -96,3 +96,7 @@ READ_AHEAD_STREAMS = Gauge(
     "tierlog_objectstore_read_ahead_streams",
     "Open read streams with read-ahead.",
 )
+READ_WAIT_SECONDS = Counter(
+    "tierlog_objectstore_read_wait_seconds",
+    "Time readers waited for the chunk they entered (not yet loaded by read-ahead).",
+)

@@ -364,7 +364,7 @@ class ObjectStoreRemoteStorageManager(
             ),
             closed=lambda law: self._remember(tip, law),
         )
-        return io.BufferedReader(stream, buffer_size=64 * 1024)
+        return stream  # type: ignore[return-value]
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
         self._touch_first(metadata, None)
@@ -387,7 +387,7 @@ class ObjectStoreRemoteStorageManager(
         blob_range = seg.manifest.indexes[index_type]
         assert blob_range is not None  # fetch_index answered a missing index itself
         end = blob_range.position + blob_range.size
-        blob = self._first_touch_result(seg.keys.indexes, pop=True)
+        blob = self._first_touch_result(seg.keys.indexes, pop=False)
         if isinstance(blob, bytes) and len(blob) >= end:
             for other, other_range in seg.manifest.indexes.items():
                 if other is index_type or other_range is None or not other_range.size:
@@ -399,6 +399,8 @@ class ObjectStoreRemoteStorageManager(
                         (seg.cache_id, other.value),
                         functools.partial(self._decrypt_index, seg, other, stored),
                     )
+            with self._first_touch_lock:  # every index is cached or loading now
+                self._first_touch.pop(seg.keys.indexes, None)
             return self._decrypt_index(seg, index_type, blob[blob_range.position : end])
         stored = self.backend.get_range(seg.keys.indexes, blob_range.position, end, "indexes")
         return self._decrypt_index(seg, index_type, stored)
