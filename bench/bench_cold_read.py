@@ -398,7 +398,7 @@ class MetricsSampler:
         return out
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while self.interval_s > 0 and not self._stop.is_set():
             try:
                 self.samples.append((time.perf_counter() - self._started, self.scrape()))
             except OSError:
@@ -464,6 +464,7 @@ def cold_read(
     profile: Path | None = None,
     consumers: str = "one",
     partitions: int = 1,
+    sample_windows: bool = False,
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
@@ -490,7 +491,9 @@ def cold_read(
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1.0)  # py-spy attaches asynchronously (a benchmark, not a test)
-    with RssSampler(broker) as sampler, MetricsSampler(broker) as windows:
+    # scraping the broker's metrics costs broker CPU: only in reads that plot the window
+    windows = MetricsSampler(broker, 0.1 if sample_windows else 0.0)
+    with RssSampler(broker) as sampler, windows:
         if consumers == "each":
             kc = kcat_read_each(broker.bootstrap, COLD, fetch_wait_ms, partitions)
         else:
@@ -575,6 +578,7 @@ class StoreRun:
     waste: Waste | None
     first_bytes: list[float]
     single_get_s: float  # one chunk GET alone through the proxy: latency + transfer
+    window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
 
 
 def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
@@ -597,6 +601,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         "fetch.chunk.cache.size": str(args.cache_mib * MiB),
         "fetch.chunk.cache.prefetch.max.size": str(args.prefetch_mib * MiB),
         "fetch.chunk.cache.prefetch.total.max.size": str(args.budget_mib * MiB),
+        **transform_props(args.transform, root),
     }
     overrides = {
         "log.dirs": str(log_dir),
@@ -623,6 +628,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     hot_cpu: list[float] = []
     waste: Waste | None = None
     first_bytes: list[float] = []
+    window_runs: list[ColdRead] = []
     single_get = RawRead(0.0, 0.0)
     try:
         broker.start()
@@ -681,11 +687,26 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
             hot_cpu.append(cpu_seconds(broker.pid) - cpu_before)
         single_get = raw_parallel_get(backend, objects[:1], args.chunk_mib * MiB, 1)
+        if args.window_table:  # one more cold read per mode, its window sampled
+            for mode in modes:
+                restart(broker)
+                window_runs.append(
+                    cold_read(
+                        broker,
+                        proxy,
+                        store,
+                        args.kcat_fetch_wait_ms,
+                        None,
+                        mode,
+                        args.partitions,
+                        sample_windows=True,
+                    )
+                )
         if args.waste:
             restart(broker)
             waste = stop_half_way(broker, proxy, args.partitions)
         if args.first_byte:
-            first_bytes = first_byte_runs(broker, objects, args.first_byte)
+            first_bytes = first_byte_runs(broker, proxy, objects, args.first_byte)
         if args.ceiling:
             # what the store alone can deliver on this machine: no proxy, no broker, no
             # kcat; more GETs in flight until it stops getting faster
@@ -727,7 +748,41 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         waste,
         first_bytes,
         single_get.mean_get_s,
+        window_runs,
     )
+
+
+def transform_props(transform: str, root: Path) -> dict[str, str]:
+    """Plugin settings for ``--transform``: none, zstd, or zstd+aes (a fresh RSA key pair)."""
+    if transform == "none":
+        return {}
+    props = {"compression.enabled": "true"}
+    if transform == "zstd+aes":
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private, public = root / "bench-key.pem", root / "bench-key.pub.pem"
+        private.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        public.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        props |= {
+            "encryption.enabled": "true",
+            "encryption.key.pair.id": "bench",
+            "encryption.key.pairs": "bench",
+            "encryption.key.pairs.bench.public.key.file": str(public),
+            "encryption.key.pairs.bench.private.key.file": str(private),
+        }
+    return props
 
 
 def restart(broker: Broker) -> None:
@@ -765,12 +820,7 @@ def stop_half_way(broker: Broker, proxy: LatencyProxy, partitions: int) -> Waste
                 raise RuntimeError(f"fetch at {offset}: error {code}")
             consumed += len(records)
             offset = last_offset(records) + 1
-    settled = len(proxy.entries())
-    quiet_since = time.monotonic()
-    while time.monotonic() - quiet_since < 2.0:  # read-ahead done: no request for 2 s
-        time.sleep(0.2)
-        if len(proxy.entries()) != settled:
-            settled, quiet_since = len(proxy.entries()), time.monotonic()
+    wait_quiet(proxy, 2.0)
     fetched = sum(
         _range_bytes(r)
         for method, path, r in proxy.entries()
@@ -778,6 +828,16 @@ def stop_half_way(broker: Broker, proxy: LatencyProxy, partitions: int) -> Waste
     )
     window = MetricsSampler(broker).scrape().get("window", 0.0)
     return Waste(consumed, fetched, window)
+
+
+def wait_quiet(proxy: LatencyProxy, quiet_s: float) -> None:
+    """Until the broker's read-ahead is done: no request through the proxy for ``quiet_s``."""
+    settled = len(proxy.entries())
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < quiet_s:
+        time.sleep(0.1)
+        if len(proxy.entries()) != settled:
+            settled, quiet_since = len(proxy.entries()), time.monotonic()
 
 
 def last_offset(records: bytes) -> int:
@@ -797,7 +857,9 @@ def last_offset(records: bytes) -> int:
 _SEGMENT_KEY = re.compile(r"/(\d+)/(\d{20})-[^/]+\.log$")
 
 
-def first_byte_runs(broker: Broker, objects: list[tuple[str, int]], runs: int) -> list[float]:
+def first_byte_runs(
+    broker: Broker, proxy: LatencyProxy, objects: list[tuple[str, int]], runs: int
+) -> list[float]:
     """Seconds to the first bytes of a Fetch at the first offset of a segment the broker
     has not touched since it started, ``runs`` times: every remote segment once per
     restart, restarting until there are enough."""
@@ -814,6 +876,7 @@ def first_byte_runs(broker: Broker, objects: list[tuple[str, int]], runs: int) -
             for partition, offset in starts:
                 if len(out) >= runs:
                     break
+                wait_quiet(proxy, 0.5)  # the previous run's read-ahead is not in the way
                 t0 = time.perf_counter()
                 code, records = c.fetch_raw(COLD, partition, offset, 64 * 1024)
                 elapsed = time.perf_counter() - t0
@@ -841,7 +904,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         f"== {run.store}: {total / MiB:.0f} MiB of 1 KiB messages per topic, "
         f"{args.partitions} partition(s); {run.remote_bytes / MiB:.0f} MiB remote in "
         f"{args.segment_mib} MiB segments; chunk {args.chunk_mib} MiB, prefetch "
-        f"{args.prefetch_mib} MiB, {args.cache_class} cache {args.cache_mib} MiB; proxy "
+        f"{args.prefetch_mib} MiB cap, budget {args.budget_mib} MiB, transforms {args.transform}, "
+        f"{args.cache_class} cache {args.cache_mib} MiB; proxy "
         f"+{args.latency_ms:.0f} ms/request; kcat fetch.wait.max.ms={args.kcat_fetch_wait_ms}; "
         f"produce {total / MiB / run.produce_s:.0f} MiB/s, "
         f"last upload {run.upload_wait_s:.1f} s after produce; load average "
@@ -880,8 +944,12 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"{run.raw_store_cpu[r] / raw.seconds:.0%} (ceiling); broker "
             f"{cold.cpu_s / cold.seconds:.0%}"
         )
-        if args.window_table:
-            print_windows(cold, args.chunk_mib)
+    for cold in run.window_runs:
+        print(
+            f"window against time, {cold.consumers} consumer(s), {args.partitions} partition(s) "
+            f"(a separate cold read, {rate(cold.seconds)}, metrics scraped every 100 ms):"
+        )
+        print_windows(cold, args.chunk_mib)
     for mode, values in ratios.items():
         print(f"(b) {mode} consumer(s): cold/ceiling median {median(values):.2f}x (target >= 0.8x)")
     if run.waste is not None:
@@ -1007,6 +1075,9 @@ def main(argv: list[str] | None = None) -> int:
         "--first-byte", type=int, default=0, help="first-byte runs on untouched segments (20)"
     )
     parser.add_argument("--window-table", action="store_true", help="print window vs time")
+    parser.add_argument(
+        "--transform", default="none", choices=["none", "zstd", "zstd+aes"], help="chunk transforms"
+    )
     parser.add_argument(
         "--ceiling",
         action="store_true",

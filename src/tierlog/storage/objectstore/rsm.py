@@ -77,7 +77,7 @@ from tierlog.storage.objectstore.transform import (
     decrypt,
 )
 from tierlog.storage.objectstore.upload import SegmentUploader
-from tierlog.storage.objectstore.window import WindowLaw
+from tierlog.storage.objectstore.window import INITIAL_AHEAD, WindowLaw
 from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
@@ -231,7 +231,9 @@ class ObjectStoreRemoteStorageManager(
             return 0
         with self._laws_lock:
             law = self._laws.get(tip)
-        return self.read_ahead_bytes if law is None else law.window_bytes
+        if law is None:  # no stream yet: what a new one starts with
+            return min(self._read_ahead, INITIAL_AHEAD) * self.config.chunk_size
+        return law.window_bytes
 
     def _remember(self, tip: TopicIdPartition, law: WindowLaw) -> None:
         with self._laws_lock:
