@@ -893,8 +893,6 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
 
     remote_gib = run.remote_bytes / GiB
     chunk_target = 1.05 * run.remote_bytes / (args.chunk_mib * MiB)
-    window = max(1, args.prefetch_mib // args.chunk_mib)
-    parallel = args.partitions * window
     bound = (
         args.partitions * args.prefetch_mib / (args.latency_ms / 1000)
         if args.latency_ms > 0
@@ -935,8 +933,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             )
         print(
             f"round {r + 1}, {cold.consumers} consumer(s): cold {rate(cold.seconds)}, hot "
-            f"{rate(hot.seconds)}, ceiling {raw_rate:.1f} MiB/s ({parallel} GETs in flight "
-            f"through the proxy, mean GET {raw.mean_get_s * 1000:.0f} ms); cold/ceiling "
+            f"{rate(hot.seconds)}, ceiling {raw_rate:.1f} MiB/s ({args.ceiling_inflight} GETs "
+            f"in flight through the proxy, mean GET {raw.mean_get_s * 1000:.0f} ms); cold/ceiling "
             f"{vs_ceiling:.2f}x, cold/hot {hot.seconds / cold.seconds:.2f}x{bad}{spread}; "
             f"broker CPU per GiB cold {cpu_cold:.2f} s, hot {cpu_hot:.2f} s "
             f"({cpu_cold / max(cpu_hot, 1e-9):.1f}x); {run.store} busy "

@@ -184,6 +184,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         if self._law is not None:
             with self._lock:
                 self._law.advanced(now, now - started)
+                self._trim()
                 self._fill()
                 window = self._law.window_bytes
                 if window != self._window:
@@ -230,6 +231,23 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._held[chunk_id] = size
             self._pending[chunk_id] = future
             future.add_done_callback(self._landed)
+
+    def _trim(self) -> None:
+        """After the window shrank: take back the chunks past it whose GETs have not
+        started (from the far end), so a reader that stops then leaves less unread;
+        called with the lock held."""
+        assert self._law is not None
+        limit = self._current + self._law.ahead
+        while self._scheduled_to - 1 > limit:
+            chunk_id = self._scheduled_to - 1
+            future = self._pending.get(chunk_id)
+            if future is None or not future.cancel():
+                return
+            del self._pending[chunk_id]
+            held = self._held.pop(chunk_id, 0)
+            if held and self._account is not None:
+                self._account.release(held)
+            self._scheduled_to = chunk_id
 
     def _timed(self, chunk_id: int) -> tuple[Chunk, float]:
         started = self._clock()
