@@ -19,7 +19,9 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
   stored by the pool (off the reader's path); until stored it stays in flight, so readers
   of the key share it and nothing loads it again. At most ``max_pending_writes`` values wait
   to be stored: a value loaded while that many wait is served but not kept (counted as an
-  eviction with cause ``backlog``), so a slow disk never holds memory or a reader.
+  eviction with cause ``backlog``), so a slow disk never holds memory or a reader; a
+  ``prefetch`` (loaded only to be kept, off every reader's path) is then stored by its own
+  thread instead.
 """
 
 from __future__ import annotations
@@ -274,6 +276,7 @@ class _Flight(Generic[V]):
     prefetch: bool
     joined: bool = False
     reached: bool = False  # its read-ahead reader has had it (see ``reached``)
+    keep: bool = False  # loaded only to be kept (``prefetch``): never dropped for backlog
 
 
 class Cache(Generic[K, V, H]):
@@ -401,7 +404,7 @@ class Cache(Generic[K, V, H]):
         with self._lock:
             if key in self._policy or key in self._flights:
                 return False
-            flight = self._flights[key] = _Flight(Future(), prefetch=True)
+            flight = self._flights[key] = _Flight(Future(), prefetch=True, keep=True)
         try:
             self._load(key, loader, flight, prefetch=True)
         except Exception:
@@ -451,8 +454,14 @@ class Cache(Generic[K, V, H]):
             queued = self._pending_writes < self._max_pending_writes
             if queued:
                 self._pending_writes += 1
-            else:
+            elif not flight.keep:
                 self._flights.pop(key, None)
+        if not queued and flight.keep:
+            # a prefetch (``warm``) runs off every reader's path and is loaded only to be
+            # kept: store it here rather than fetch it for nothing
+            self._admit(key, value, weight, flight, prefetch)
+            flight.future.set_result(value)
+            return value
         flight.future.set_result(value)  # waiters are served from memory, now
         if not queued:
             self.stats.store_skipped += 1
