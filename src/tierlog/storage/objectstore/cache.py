@@ -26,11 +26,13 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import mmap
 import os
 import shutil
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -45,6 +47,10 @@ from tierlog.storage.objectstore import metrics
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
+#: ``O_DIRECT`` where the platform has it (Linux), else 0: buffered writes.
+_O_DIRECT: int = os.O_DIRECT if sys.platform == "linux" else 0
+#: Offset, length and buffer alignment that ``O_DIRECT`` needs (a page covers every disk).
+_DIRECT_ALIGN = mmap.PAGESIZE
 V = TypeVar("V")
 H = TypeVar("H")
 
@@ -215,7 +221,15 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
     """Chunks as files. A hit maps the file instead of reading it: a reader usually wants
     a fraction of a chunk (a 1 MiB Fetch from a 4 MiB chunk), and with a mapping only the
     pages it touches are read, straight from the page cache with no copy. The mapping stays
-    valid if the file is evicted (unlinked) while a reader still holds it."""
+    valid if the file is evicted (unlinked) while a reader still holds it.
+
+    Files are written with ``O_DIRECT`` where the file system takes it: the chunk goes to
+    the disk from one page-aligned buffer instead of being copied into new page-cache pages,
+    the largest CPU cost of a cold read with a buffered write (most of a core-second per
+    GiB on a VM whose memory is backed on first touch, against ~0.15 s for the copy into
+    the aligned buffer). The written chunk was just served from memory, so nothing is lost
+    by not keeping it in the page cache; a later hit reads it from the disk. Where
+    ``O_DIRECT`` is refused the store writes buffered from then on."""
 
     def __init__(self, directory: Path, name_of: Callable[[K], str]) -> None:
         self._dir = directory
@@ -225,6 +239,9 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         directory.mkdir(parents=True)
         self._seq = 0
         self._seq_lock = threading.Lock()
+        self._direct = _O_DIRECT != 0
+        self._aligned: mmap.mmap | None = None  # one page-aligned buffer, reused
+        self._aligned_lock = threading.Lock()
 
     def persist(self, key: K, value: bytes | memoryview) -> Path:
         with self._seq_lock:
@@ -233,13 +250,51 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         final = self._dir / f"{self._name_of(key)}.{seq}"
         tmp = self._dir / f".{final.name}.tmp"
         try:
-            with open(tmp, "wb") as f:
-                f.write(value)
+            if not (self._direct and self._write_direct(tmp, value)):
+                with open(tmp, "wb") as f:
+                    f.write(value)
             os.replace(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)  # a partial file would sit outside the capacity
             raise
         return final
+
+    def _write_direct(self, path: Path, value: bytes | memoryview) -> bool:
+        """Write ``value`` to ``path`` with ``O_DIRECT``; False (nothing written) where the
+        file system refuses it, which turns direct writes off."""
+        size = len(value)
+        padded = -(-size // _DIRECT_ALIGN) * _DIRECT_ALIGN
+        if padded == 0:
+            return False
+        with self._aligned_lock:
+            if self._aligned is None or len(self._aligned) < padded:
+                if self._aligned is not None:
+                    self._aligned.close()
+                self._aligned = mmap.mmap(-1, padded)
+            buf = self._aligned
+            buf[:size] = value
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT, 0o644)
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                self._direct = False
+                return False
+            try:
+                view = memoryview(buf)[:padded]
+                written = 0
+                while written < padded:
+                    written += os.write(fd, view[written:])
+                view.release()
+                os.ftruncate(fd, size)
+            except OSError as e:
+                os.close(fd)
+                if e.errno != errno.EINVAL:
+                    raise
+                self._direct = False
+                return False
+            os.close(fd)
+        return True
 
     def materialise(self, handle: Path) -> bytes | memoryview | None:
         try:
