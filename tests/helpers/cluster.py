@@ -4,7 +4,8 @@
   with short timeouts, returned once all are registered.
 * ``create_topic(brokers, name, assignment=..., config=...)``: CreateTopics on the controller
   with an explicit replica assignment, waiting until every partition has a leader.
-* ``state(kazoo, topic, p)``, ``assignment(kazoo, topic)``: what ZooKeeper holds.
+* ``state(kazoo, topic, p)``, ``state_when(kazoo, topic, holds)``,
+  ``assignment(kazoo, topic)``: what ZooKeeper holds.
 * ``produce(bootstrap, topic, values, acks)`` / ``consume(bootstrap, topic, p, n)``.
 * ``run_cli(*args)``: ``python -m tierlog ...`` as an operator runs it.
 """
@@ -66,6 +67,14 @@ def state(kazoo: KazooClient, topic: str, p: int = 0) -> PartitionState | None:
     if kazoo.exists(path) is None:
         return None
     return PartitionState.decode(kazoo.get(path)[0])
+
+
+def state_when(
+    kazoo: KazooClient, topic: str, holds: Callable[[PartitionState], bool], p: int = 0
+) -> PartitionState | None:
+    """The partition's state once ``holds`` is true of it (for ``wait_until``)."""
+    s = state(kazoo, topic, p)
+    return s if s is not None and holds(s) else None
 
 
 def assignment(kazoo: KazooClient, topic: str) -> TopicAssignment | None:

@@ -103,7 +103,7 @@ async def handle_elect_leaders(state: BrokerState, req: Request) -> Any:
             {"topic": t, "partition_result": parts} for t, parts in by_topic.items()
         ],
     }
-    fields["error_code"] = top_error if not results else ErrorCode.NONE
+    fields["error_code"] = top_error
     return mk(response_schema(ApiKey.ELECT_LEADERS, version), **fields)
 
 

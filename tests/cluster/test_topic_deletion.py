@@ -1,0 +1,58 @@
+"""Cluster-wide topic deletion driven by the controller (spec Z-20, Z-21), on real brokers:
+every replica's local files go, and the deletion completes while a replica is offline, which
+removes its files when it comes back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from tests.helpers import cluster as c
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tierlog.cluster import paths
+
+
+def _gone(b: BrokerProcess) -> bool:
+    return not (b.log_dir / "doomed-0").exists() and not (b.log_dir / "doomed-1").exists()
+
+
+def test_delete_topic_removes_every_replica_even_with_one_offline(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client)
+    c.create_topic(brokers, kazoo_client, "doomed", [[1, 2, 3], [2, 3, 1]])
+    c.create_topic(brokers, kazoo_client, "kept", [[1, 2, 3]])
+    c.produce(c.bootstrap(brokers), "doomed", [b"x%d" % i for i in range(20)])
+    offline_id = max(i for i in brokers if i != c.controller_of(kazoo_client))
+    offline = brokers[offline_id]
+    dirs = [offline.log_dir / "doomed-0", offline.log_dir / "doomed-1"]
+    assert all(d.is_dir() for d in dirs)
+    offline.stop()
+
+    admin = AdminClient({"bootstrap.servers": c.bootstrap(brokers)})
+    admin.delete_topics(["doomed"], operation_timeout=20)["doomed"].result(30)
+    for path in (
+        paths.topic("doomed"),
+        paths.topic_config("doomed"),
+        paths.delete_topic_request("doomed"),
+    ):
+        assert kazoo_client.exists(path) is None, path
+    for i, b in brokers.items():
+        if i != offline_id:
+            wait_until(
+                partial(_gone, b),
+                20,
+                what=f"broker {i}'s replicas removed",
+            )
+    assert all(d.is_dir() for d in dirs), "the offline replica is untouched while down"
+    assert "doomed" not in admin.list_topics(timeout=10).topics
+
+    offline.start()
+    wait_until(lambda: not any(d.exists() for d in dirs), 30, what="removed on its return")
+    assert (offline.log_dir / "kept-0").is_dir()
+    c.produce(c.bootstrap(brokers), "kept", [b"still here"])
+    assert "deleted from the cluster; removing the local replicas" in offline.stderr
