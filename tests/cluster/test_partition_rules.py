@@ -167,3 +167,21 @@ def test_an_assignment_change_without_a_new_epoch_tracks_added_followers(
     assert p.isr_to_expand(4, {1, 2, 3, 4}) == (1, 2, 3, 4)
     assert not p.apply_state(PartitionState(1, 0, (1, 2, 3), 1), 0, (1, 2, 4), 2_200)
     assert 3 not in p.followers
+
+
+def test_diverging_epoch_as_the_leader_computes_it(partition: Partition) -> None:
+    """``AbstractFetcherThreadTest.testDivergingEpochs``' leader side: our epochs 0, 2, 5
+    start at 0, 1, 2; a follower that last fetched epoch 4 at offset 3 diverged at (2, 2);
+    one at epoch 2 offset 2 reads on; one at epoch 5 at our LEO reads on; an epoch we cannot
+    place (below our log start) is OFFSET_OUT_OF_RANGE; -1 is never checked."""
+    p = partition
+    for epoch in (0, 2, 5):
+        p.log.append_as_leader(build_batch([SimpleRecord(b"e", None)]), epoch)
+    assert p.diverging_epoch(4, 3) == (2, 2)
+    assert p.diverging_epoch(2, 2) is None
+    assert p.diverging_epoch(5, 3) is None
+    assert p.diverging_epoch(5, 4) == (5, 3), "past our LEO in the latest epoch"
+    assert p.diverging_epoch(-1, 99) is None
+    p.log.set_high_watermark(3)
+    p.log.delete_records(1)
+    assert p.diverging_epoch(2, 0) == ErrorCode.OFFSET_OUT_OF_RANGE

@@ -675,7 +675,6 @@ BROKER_KEYS.add(
         BOOL,
         True,
         "The controller moves leadership back to preferred replicas when imbalanced.",
-        no_effect=True,
     ),
     K(
         "leader.imbalance.check.interval.seconds",
@@ -683,7 +682,6 @@ BROKER_KEYS.add(
         300,
         "How often the controller checks leader imbalance.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "leader.imbalance.per.broker.percentage",
@@ -691,9 +689,8 @@ BROKER_KEYS.add(
         10,
         "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.",
         between(0, 100),
-        no_effect=True,
     ),
-    K("delete.topic.enable", BOOL, True, "DeleteTopics is allowed.", no_effect=True),
+    K("delete.topic.enable", BOOL, True, "DeleteTopics is allowed (cluster mode)."),
 )
 
 #: TopicBasedRemoteLogMetadataManager keys (spec §6.3), given under the RLMM prefix.

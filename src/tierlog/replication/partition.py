@@ -199,6 +199,29 @@ class Partition:
         return None if self.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     # ---- leader: follower fetches and the high watermark --------------------------------
+    def diverging_epoch(
+        self, last_fetched_epoch: int, fetch_offset: int
+    ) -> tuple[int, int] | ErrorCode | None:
+        """L-8.4 (KIP-320/KIP-595, Kafka's ``validateFetchOffsetAndMaybeGetDivergingEpoch``):
+        for a follower Fetch carrying ``last_fetched_epoch``, the ``(epoch, end_offset)`` to
+        send as ``diverging_epoch`` (with no records) when the follower's log diverged from
+        ours, OFFSET_OUT_OF_RANGE when we cannot tell (no end offset for that epoch, or the
+        offset is below our log start), or None when it may read on.
+
+        Diverged means: our end offset for ``last_fetched_epoch`` (the largest epoch we hold
+        at or below it, and where it ends) has a smaller epoch, or ends before
+        ``fetch_offset``. ``last_fetched_epoch`` -1 (an older follower) is never checked."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(
+            last_fetched_epoch, self.log.log_end_offset
+        )
+        if epoch < 0 or end < 0 or fetch_offset < self.log.log_start_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def record_follower_fetch(
         self, replica: int, fetch_offset: int, log_start: int, leader_leo: int, now_ms: int
     ) -> None:
