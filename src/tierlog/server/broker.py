@@ -130,6 +130,8 @@ class Broker:
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
+            if tiering is not None:
+                state.replication.on_partitions_deleted = tiering.before_topic_delete
             state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(

@@ -225,16 +225,21 @@ class Tiering:
             ):
                 counter.labels(lg.tp.topic, str(lg.tp.partition))
 
-    async def before_topic_delete(self, topic: str) -> None:
+    async def before_topic_delete(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> None:
         """Delete the topic's remote data (DELETE_STARTED .. partition delete records) while
-        its logs still exist. A failure is logged, not raised: the topic goes anyway, as in
-        Kafka, and its metadata records say which segments were left behind."""
+        its logs still exist: every partition's, or in cluster mode those of ``partitions``
+        (the ones this broker led when the deletion reached it, so each partition's remote
+        data is deleted once, by its leader). A failure is logged, not raised: the topic goes
+        anyway, as in Kafka, and its metadata records say which segments were left behind."""
         if self._closed:
             return
+        wanted = None if partitions is None else set(partitions)
         stops = [
             StopPartition(lg, delete_remote_log=True)
             for lg in self._logs_of(topic)
-            if lg.remote_enabled
+            if lg.remote_enabled and (wanted is None or lg.tp.partition in wanted)
         ]
         if not stops:
             return
