@@ -4,6 +4,7 @@ removes its files when it comes back."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 
@@ -50,9 +51,20 @@ def test_delete_topic_removes_every_replica_even_with_one_offline(
             )
     assert all(d.is_dir() for d in dirs), "the offline replica is untouched while down"
     assert "doomed" not in admin.list_topics(timeout=10).topics
+    led: list[int] = []
+    for i, b in brokers.items():
+        if i != offline_id:
+            found = re.search(
+                r"doomed: deleted from the cluster.*\(leader of \[([\d, ]*)\]\)", b.stderr
+            )
+            assert found is not None, f"broker {i} saw the deletion"
+            led += [int(x) for x in found.group(1).split(",") if x.strip()]
+    assert sorted(led) == [0, 1], "the stop hook runs once per partition, on its leader"
 
     offline.start()
     wait_until(lambda: not any(d.exists() for d in dirs), 30, what="removed on its return")
     assert (offline.log_dir / "kept-0").is_dir()
     c.produce(c.bootstrap(brokers), "kept", [b"still here"])
-    assert "deleted from the cluster; removing the local replicas" in offline.stderr
+    assert "doomed: deleted from the cluster; removing the local replicas (leader of [])" in (
+        offline.stderr
+    )

@@ -356,7 +356,11 @@ class ReplicaManager:
         info = self.topics.get(topic)
         if info is None:
             return
-        log.info("%s: deleted from the cluster; removing the local replicas", topic)
+        log.info(
+            "%s: deleted from the cluster; removing the local replicas (leader of %s)",
+            topic,
+            led,
+        )
         hook = self.on_partitions_deleted
 
         async def remove() -> None:
