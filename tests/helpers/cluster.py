@@ -96,7 +96,28 @@ def create_topic(
     replicas: Sequence[Sequence[int]],
     config: Mapping[str, str] | None = None,
 ) -> None:
-    """CreateTopics on the controller with ``replicas[p]`` as partition ``p``'s assignment."""
+    """CreateTopics on the controller with ``replicas[p]`` as partition ``p``'s assignment
+    (asked again while the controller's view has not yet seen every broker register)."""
+    code, message = wait_until(
+        partial(_create_once, brokers, kazoo, name, replicas, config or {}),
+        20,
+        what=f"{name} created",
+    )
+    assert code == 0, message
+    for p, rs in enumerate(replicas):
+        wait_until(
+            partial(_online, kazoo, name, p, sorted(rs)), 20, what=f"{name}-{p} with a full ISR"
+        )
+
+
+def _create_once(
+    brokers: Mapping[int, BrokerProcess],
+    kazoo: KazooClient,
+    name: str,
+    replicas: Sequence[Sequence[int]],
+    config: Mapping[str, str],
+) -> tuple[int, str | None] | None:
+    """CreateTopics' answer, or None when the controller moved or has not seen a broker."""
     controller = brokers[controller_of(kazoo)]
     with WireConnection.to_bootstrap(controller.bootstrap) as conn:
         r = conn.call(
@@ -111,17 +132,14 @@ def create_topic(
                         {"partition_index": p, "broker_ids": list(rs)}
                         for p, rs in enumerate(replicas)
                     ],
-                    "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
+                    "configs": [{"name": k, "value": v} for k, v in config.items()],
                 }
             ],
             timeout=15000,
             validate_only=False,
         )
-    assert int(r.topics[0].error_code) == 0, r.topics[0].error_message
-    for p, rs in enumerate(replicas):
-        wait_until(
-            partial(_online, kazoo, name, p, sorted(rs)), 20, what=f"{name}-{p} with a full ISR"
-        )
+    code = int(r.topics[0].error_code)
+    return None if code in (39, 41) else (code, r.topics[0].error_message)
 
 
 def _online(kazoo: KazooClient, topic: str, p: int, isr: list[int]) -> bool:

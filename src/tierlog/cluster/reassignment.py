@@ -81,6 +81,9 @@ class Reassignment:
 class ReassignmentResult:
     error: ErrorCode
     message: str | None = None
+    written: Reassignment | None = None
+    """The replica sets now in the topic znode (the caller waits for its view to show them,
+    so that a ListPartitionReassignments that follows sees the reassignment)."""
 
 
 def _validate(target: Sequence[int], current: Reassignment, live: Collection[int]) -> str | None:
@@ -167,7 +170,7 @@ def _alter_topic(
             if moved.removing:
                 removing[p] = moved.removing
             changed = True
-            results[key] = ReassignmentResult(ErrorCode.NONE)
+            results[key] = ReassignmentResult(ErrorCode.NONE, written=moved)
         if not changed:
             return results
         updated = TopicAssignment(partitions, record.topic_id, adding, removing)

@@ -14,8 +14,9 @@ view, so it decides and answers itself.
 
 ElectLeaders and DeleteTopics answer once this broker's view shows the outcome (the new
 leader epoch; the topic gone), or at the request's timeout, as Kafka waits for its metadata
-cache. AlterPartitionReassignments answers once the reassignment is written (it then runs in
-the controller); ListPartitionReassignments reads the view.
+cache. AlterPartitionReassignments answers once the reassignment is written and the view shows
+it (it then runs in the controller), so that ListPartitionReassignments, which reads the
+view, sees it at once.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from tierlog.cluster.cluster_view import ClusterView
 from tierlog.cluster.fencing import ControllerMovedError, FencedWriter
 from tierlog.cluster.leader_elections import ElectionResult, ElectionType, elect_leaders
-from tierlog.cluster.reassignment import alter_reassignments, ongoing
+from tierlog.cluster.reassignment import Reassignment, alter_reassignments, ongoing
 from tierlog.cluster.topic_deletion import request_deletion
 from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.protocol.api_keys import ApiKey
@@ -145,6 +146,23 @@ async def handle_alter_partition_reassignments(state: BrokerState, req: Request)
             results.update({k: (r.error, r.message) for k, r in done.items()})
         except ControllerMovedError as e:
             top = (ErrorCode.NOT_CONTROLLER, str(e))
+            done = {}
+
+        def shown() -> bool:
+            for (topic, index), r in done.items():
+                info = view.partition(topic, index)
+                if r.written is None:
+                    continue
+                seen = (
+                    None
+                    if info is None
+                    else Reassignment(info.replicas, info.adding, info.removing)
+                )
+                if seen not in (r.written, Reassignment(r.written.target)):
+                    return False
+            return True
+
+        await _wait(shown, max(body.timeout.total_seconds(), 0.0))
     responses = [
         {
             "name": t.name,
