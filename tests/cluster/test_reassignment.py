@@ -176,3 +176,35 @@ def test_cancel_returns_to_the_original_replicas_and_list_shows_progress(
         assert _alter(controller, "cx", None)[1] == 85, "NO_REASSIGNMENT_IN_PROGRESS"
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
+
+
+def test_a_reassignment_survives_the_controllers_kill_9(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """Spec §9 scenario 29: the reassignment lives in the topic znode, so when the controller
+    that started it is killed before it can complete (the new replica's broker is frozen),
+    the next controller completes it once that replica catches up."""
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client)
+    first = c.controller_of(kazoo_client)
+    frozen_id = max(i for i in brokers if i != first)
+    kept = next(i for i in brokers if i not in (first, frozen_id))
+    c.create_topic(brokers, kazoo_client, "fo", [[kept]])
+    values = [b"f%02d" % i for i in range(10)]
+    c.produce(c.bootstrap(brokers), "fo", values)
+    frozen = brokers[frozen_id]
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        assert _alter(brokers[first].bootstrap, "fo", [kept, frozen_id]) == (0, 0)
+        brokers[first].kill()
+        wait_until(
+            lambda: (cid := c.controller_of(kazoo_client)) != first and cid,
+            30,
+            what="another controller",
+        )
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    wait_until(
+        partial(_settled, kazoo_client, "fo", [kept, frozen_id]), 60, what="reassignment done"
+    )
+    brokers[first].start()
+    assert c.consume(frozen.bootstrap, "fo", 0, len(values)) == values
