@@ -68,3 +68,31 @@ def test_delete_topic_removes_every_replica_even_with_one_offline(
     assert "doomed: deleted from the cluster; removing the local replicas (leader of [])" in (
         offline.stderr
     )
+
+
+def test_a_topic_re_created_while_a_replica_was_down_replaces_its_old_files(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """A broker down while its topic was deleted and created again under the same name finds
+    on its return a topic id different from its local one: it deletes the old replica and
+    follows the new topic, whose records it then holds, not the old ones."""
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client)
+    offline_id = max(i for i in brokers if i != c.controller_of(kazoo_client))
+    c.create_topic(brokers, kazoo_client, "again", [[1, 2, 3]])
+    c.produce(c.bootstrap(brokers), "again", [b"old generation"])
+    offline = brokers[offline_id]
+    wait_until(lambda: b"old generation" in _log_bytes(offline), 20, what="replicated")
+    offline.stop()
+    admin = AdminClient({"bootstrap.servers": c.bootstrap(brokers)})
+    admin.delete_topics(["again"], operation_timeout=20)["again"].result(30)
+    live = [i for i in brokers if i != offline_id]
+    c.create_topic({i: brokers[i] for i in live}, kazoo_client, "again", [live])
+    c.produce(c.bootstrap(brokers), "again", [b"new generation"])
+    offline.start()
+    wait_until(lambda: b"old generation" not in _log_bytes(offline), 30, what="old replica removed")
+    assert "again: deleted from the cluster" in offline.stderr
+    assert c.consume(c.bootstrap(brokers), "again", 0, 1) == [b"new generation"]
+
+
+def _log_bytes(b: BrokerProcess) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((b.log_dir / "again-0").glob("*.log")))

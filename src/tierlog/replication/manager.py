@@ -159,7 +159,14 @@ class ReplicaManager:
         assert view is not None
         view.add_listener(self._on_view_change)
         for info in self.topics.all():
-            if self.manages(info.name) and info.name not in view.topics():
+            assignment = view.topics().get(info.name)
+            if self.manages(info.name) and (
+                assignment is None
+                or (
+                    assignment.topic_id is not None
+                    and topic_id_from_base64(assignment.topic_id) != info.topic_id
+                )
+            ):
                 self._delete_local(info.name)
         for name in view.topics():
             self._ensure_topic(name)
@@ -362,14 +369,20 @@ class ReplicaManager:
             led,
         )
         hook = self.on_partitions_deleted
+        if not led or hook is None:
+            self.topics.delete(topic)
+            return
 
         async def remove() -> None:
-            if led and hook is not None:
-                await hook(topic, led)
+            await hook(topic, led)
+            if self.topics.get(topic) is not info:
+                return
+            for key in [k for k in self.partitions if k[0] == topic]:
+                self._stop_replica(key)  # a topic re-created meanwhile found the old logs
+            self.topics.delete(topic)
             view = self.view
-            current = self.topics.get(topic)
-            if current is info and (view is None or topic not in view.topics()):
-                self.topics.delete(topic)
+            if view is not None and topic in view.topics():
+                self._ensure_topic(topic)
 
         self._spawn(remove())
 
