@@ -114,13 +114,13 @@ def elect_partition(
     """Run one election and write it; ``ControllerMovedError`` propagates."""
     current: PartitionInfo | None = info
     for _ in range(ATTEMPTS):
-        if current is None:
+        if current is None or (
+            current.state is not None and current.state.controller_epoch > writer.lease.epoch
+        ):
             break
         decided = _decide(current, election, live, writer.lease.epoch)
         if isinstance(decided, ElectionResult):
             return decided
-        if current.state is not None and current.state.controller_epoch > writer.lease.epoch:
-            break
         path = paths.partition_state(current.topic, current.partition)
         try:
             writer.set_data(path, decided.encode(), version=current.partition_epoch)
