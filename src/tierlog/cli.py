@@ -1,8 +1,9 @@
-"""Command line: ``tierlog serve | topics ... | dump-log | keys rewrap | docs``.
+"""Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
+dump-log | keys rewrap | docs``.
 
-``topics`` talks to a running broker over the Kafka wire protocol (our own codec over a plain
-socket), so it works against any Kafka-compatible broker, and exercises the same code paths
-as real clients.
+``topics``, ``reassign-partitions`` and ``leader-election`` talk to a running broker over
+the Kafka wire protocol (our own codec over a plain socket), so they work against any
+Kafka-compatible broker, and exercise the same code paths as real clients.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import json
 import logging
 import sys
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -35,6 +36,8 @@ EMBEDDED_DEFAULTS = (
 
 #: The client id (and ApiVersions software name) the admin commands announce.
 CLIENT_ID = "tierlog-cli"
+
+T = TypeVar("T")
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -60,17 +63,27 @@ def topics_create(c: WireConnection, a: argparse.Namespace) -> None:
             a.topic, a.partitions, _kv(a.config), replication_factor=a.replication_factor
         )
 
-    code, message = create(c)
-    if code == ErrorCode.NOT_CONTROLLER:
-        # a cluster creates topics on its controller, as Kafka's admin client sends them
-        md = c.call(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False)
-        where = {int(b.node_id): (b.host, int(b.port)) for b in md.brokers}
-        controller = where.get(int(md.controller_id))
-        if controller is not None:
-            with WireConnection(*controller, client_id=CLIENT_ID) as conn:
-                code, message = create(conn)
+    code, message = _on_controller(c, create, lambda r: r[0])
     _check(code, message, f"create {a.topic}")
     print(f"Created topic {a.topic}.")
+
+
+def _on_controller(
+    c: WireConnection, call: Callable[[WireConnection], T], error: Callable[[T], int]
+) -> T:
+    """``call`` on ``c``; answered NOT_CONTROLLER, again on the controller its Metadata names
+    (a cluster serves topic creation, deletion, elections and reassignments there, as
+    Kafka's admin client sends them)."""
+    answer = call(c)
+    if error(answer) != ErrorCode.NOT_CONTROLLER:
+        return answer
+    md = c.call(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False)
+    where = {int(b.node_id): (b.host, int(b.port)) for b in md.brokers}
+    controller = where.get(int(md.controller_id))
+    if controller is None:
+        return answer
+    with WireConnection(*controller, client_id=CLIENT_ID) as conn:
+        return call(conn)
 
 
 def topics_list(c: WireConnection, a: argparse.Namespace) -> None:
@@ -271,10 +284,203 @@ def topics_alter_config(c: WireConnection, a: argparse.Namespace) -> None:
 
 
 def topics_delete(c: WireConnection, a: argparse.Namespace) -> None:
-    r = c.call(ApiKey.DELETE_TOPICS, 5, topic_names=[a.topic], timeout=30_000)
+    def delete(conn: WireConnection) -> Any:
+        return conn.call(ApiKey.DELETE_TOPICS, 5, topic_names=[a.topic], timeout=30_000)
+
+    r = _on_controller(c, delete, lambda r: int(r.responses[0].error_code))
     res = r.responses[0]
     _check(res.error_code, res.error_message, f"delete {a.topic}")
     print(f"Deleted topic {a.topic}.")
+
+
+# ---- reassign-partitions / leader-election (cluster mode, on the controller) ----------------
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"tierlog: cannot read {path}: {e}") from None
+
+
+def _reassignment_plan(path: Path) -> dict[tuple[str, int], list[int]]:
+    """Kafka's reassignment JSON: ``{"version":1,"partitions":[{"topic":..,"partition":..,
+    "replicas":[..]}]}`` (``log_dirs`` may be present; only ``any`` is supported)."""
+    doc = _read_json(path)
+    plan: dict[tuple[str, int], list[int]] = {}
+    try:
+        for entry in doc["partitions"]:
+            dirs = entry.get("log_dirs")
+            if dirs is not None and any(d != "any" for d in dirs):
+                raise SystemExit("tierlog: log_dirs other than 'any' are not supported")
+            key = (str(entry["topic"]), int(entry["partition"]))
+            if key in plan:
+                raise SystemExit(f"tierlog: partition {key[0]}-{key[1]} appears twice")
+            plan[key] = [int(r) for r in entry["replicas"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"tierlog: {path} is not a reassignment JSON file: {e!r}") from None
+    if not plan:
+        raise SystemExit(f"tierlog: {path} names no partition")
+    return plan
+
+
+def _by_topic(keys: Sequence[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, p in keys:
+        out.setdefault(topic, []).append(p)
+    return out
+
+
+def _current_replicas(c: WireConnection, topics: Sequence[str]) -> dict[tuple[str, int], list[int]]:
+    md = c.call(
+        ApiKey.METADATA, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
+    )
+    return {
+        (t.name, int(p.partition_index)): [int(r) for r in p.replica_nodes]
+        for t in md.topics
+        for p in t.partitions
+    }
+
+
+def _ongoing(c: WireConnection, plan: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    def listed(conn: WireConnection) -> Any:
+        return conn.call(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            0,
+            timeout=30_000,
+            topics=[
+                {"name": t, "partition_indexes": ps} for t, ps in _by_topic(list(plan)).items()
+            ],
+        )
+
+    r = _on_controller(c, listed, lambda r: int(r.error_code))
+    _check(r.error_code, r.error_message, "list partition reassignments")
+    return {(t.name, int(p.partition_index)): p for t in r.topics for p in t.partitions}
+
+
+def reassign_partitions(c: WireConnection, a: argparse.Namespace) -> None:
+    """Kafka's ``kafka-reassign-partitions.sh`` over AlterPartitionReassignments (45) and
+    ListPartitionReassignments (46)."""
+    plan = _reassignment_plan(a.reassignment_json_file)
+    current = _current_replicas(c, sorted({t for t, _ in plan}))
+    if a.verify:
+        ongoing = _ongoing(c, list(plan))
+        for (topic, p), target in plan.items():
+            name = f"{topic}-{p}"
+            if (topic, p) in ongoing:
+                print(f"Reassignment of partition {name} is still in progress.")
+            elif current.get((topic, p)) == target:
+                print(f"Reassignment of partition {name} is completed.")
+            else:
+                print(
+                    f"There is no active reassignment of partition {name}, but replica set is "
+                    f"{current.get((topic, p))} rather than {target}."
+                )
+        return
+    if a.execute:
+        print("Current partition replica assignment\n")
+        print(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": t, "partition": p, "replicas": current.get((t, p), [])}
+                        for t, p in plan
+                    ],
+                }
+            )
+        )
+        print()
+
+    def alter(conn: WireConnection) -> Any:
+        return conn.call(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            timeout=30_000,
+            topics=[
+                {
+                    "name": t,
+                    "partitions": [
+                        {"partition_index": p, "replicas": None if a.cancel else plan[(t, p)]}
+                        for p in ps
+                    ],
+                }
+                for t, ps in _by_topic(list(plan)).items()
+            ],
+        )
+
+    r = _on_controller(c, alter, lambda r: int(r.error_code))
+    _check(r.error_code, r.error_message, "alter partition reassignments")
+    failed = [
+        (f"{t.name}-{p.partition_index}", p)
+        for t in r.responses
+        for p in t.partitions
+        if int(p.error_code) != 0
+    ]
+    if failed:
+        for name, p in failed:
+            print(f"{name}: {ErrorCode(int(p.error_code)).name}: {p.error_message}")
+        raise SystemExit(1)
+    names = ",".join(f"{t}-{p}" for t, p in plan)
+    if a.cancel:
+        print(f"Successfully cancelled partition reassignments for: {names}")
+    else:
+        print(f"Successfully started partition reassignments for {names}")
+
+
+def _election_partitions(a: argparse.Namespace) -> list[tuple[str, int]] | None:
+    if a.all_topic_partitions:
+        return None
+    if a.path_to_json_file is not None:
+        doc = _read_json(a.path_to_json_file)
+        try:
+            return [(str(e["topic"]), int(e["partition"])) for e in doc["partitions"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise SystemExit(f"tierlog: {a.path_to_json_file}: {e!r}") from None
+    if a.partition is None:
+        raise SystemExit("tierlog: --topic needs --partition")
+    return [(a.topic, a.partition)]
+
+
+def leader_election(c: WireConnection, a: argparse.Namespace) -> None:
+    """Kafka's ``kafka-leader-election.sh`` over ElectLeaders (43)."""
+    partitions = _election_partitions(a)
+    election_type = 0 if a.election_type == "preferred" else 1
+
+    def elect(conn: WireConnection) -> Any:
+        return conn.call(
+            ApiKey.ELECT_LEADERS,
+            2,
+            election_type=election_type,
+            timeout=30_000,
+            topic_partitions=None
+            if partitions is None
+            else [{"topic": t, "partitions": ps} for t, ps in _by_topic(partitions).items()],
+        )
+
+    r = _on_controller(c, elect, lambda r: int(r.error_code))
+    _check(r.error_code, None, "elect leaders")
+    done, not_needed, failed = [], [], []
+    for t in r.replica_election_results:
+        for p in t.partition_result:
+            name = f"{t.topic}-{p.partition_id}"
+            code = int(p.error_code)
+            if code == 0:
+                done.append(name)
+            elif code == ErrorCode.ELECTION_NOT_NEEDED:
+                not_needed.append(name)
+            else:
+                failed.append(f"{name}: {ErrorCode(code).name}: {p.error_message}")
+    kind = a.election_type.upper()
+    if done:
+        print(f"Successfully completed leader election ({kind}) for partitions {', '.join(done)}")
+    if not_needed and partitions is not None:
+        print(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+    if failed:
+        print(f"Leader election ({kind}) failed for partitions:")
+        for line in failed:
+            print(f"\t{line}")
+        raise SystemExit(1)
+    if not done and partitions is None:
+        print("No partitions needed an election.")
 
 
 # ---- serve / dump-log / docs ----------------------------------------------------------------
@@ -356,6 +562,30 @@ def spark_job(name: str, argv: Sequence[str]) -> int:
     return int(jobs.audit_main(argv) if name == "audit" else jobs.usage_main(argv))
 
 
+def _add_cluster_admin(sub: Any) -> None:
+    """``reassign-partitions`` and ``leader-election``: Kafka's tools, as wire clients."""
+    ra = sub.add_parser(
+        "reassign-partitions", help="move partition replicas (Kafka's reassignment JSON)"
+    )
+    ra.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    ra.add_argument("--reassignment-json-file", required=True, type=Path, metavar="FILE")
+    mode = ra.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--execute", action="store_true", help="start the reassignment")
+    mode.add_argument("--verify", action="store_true", help="report its progress")
+    mode.add_argument("--cancel", action="store_true", help="cancel it (back to the original)")
+    ra.set_defaults(func=None, topic_fn=reassign_partitions)
+
+    le = sub.add_parser("leader-election", help="elect preferred or unclean leaders")
+    le.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    le.add_argument("--election-type", required=True, choices=["preferred", "unclean"])
+    which = le.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--all-topic-partitions", action="store_true")
+    which.add_argument("--path-to-json-file", type=Path, metavar="FILE")
+    le.add_argument("--partition", type=int)
+    le.set_defaults(func=None, topic_fn=leader_election)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tierlog", description="Kafka-compatible tiered log broker")
     sub = p.add_subparsers(dest="command", required=True)
@@ -396,6 +626,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--set", action="append", metavar="KEY=VALUE")
             sp.add_argument("--delete", action="append", metavar="KEY")
         sp.set_defaults(func=None, topic_fn=fn)
+
+    _add_cluster_admin(sub)
 
     r = sub.add_parser("remote", help="the remote tier, read from __remote_log_metadata")
     rsub = r.add_subparsers(dest="action", required=True)
@@ -438,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] and argv[0] in SPARK_JOBS:  # their own options are parsed by the jobs
         return spark_job(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
-    if args.command in ("topics", "remote"):
+    if args.command in ("topics", "remote", "reassign-partitions", "leader-election"):
         try:
             client = WireConnection.to_bootstrap(args.bootstrap_server, client_id=CLIENT_ID)
         except OSError as e:

@@ -12,6 +12,8 @@ from functools import partial
 import pytest
 from kazoo.client import KazooClient
 
+from tests.helpers import cluster as c
+from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
 from tierlog.cluster.node import ClusterNode
@@ -118,3 +120,53 @@ def test_topic_level_unclean_election(
 def _isr(zk: KazooClient, topic: str) -> tuple[int, ...] | None:
     state = _state(zk, topic, 0)
     return None if state is None else state.isr
+
+
+def test_broker_level_unclean_election_with_a_topic_override_and_its_data_loss(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """Real brokers with ``unclean.leader.election.enable=true`` in the broker config: when
+    a partition's only in-sync replica dies, the controller makes the live out-of-sync
+    replica leader (RECOVERING) without being asked, losing the records only the dead
+    leader had (Kafka's data-loss semantics, docs/operations.md); a topic overriding it with
+    ``false`` stays offline instead."""
+    brokers = c.start_cluster(
+        broker_factory,
+        zk_connect,
+        kazoo_client,
+        extra={"unclean.leader.election.enable": "true", "auto.leader.rebalance.enable": "false"},
+    )
+    c.create_topic(brokers, kazoo_client, "lossy", [[1, 2]], {"min.insync.replicas": "1"})
+    c.create_topic(
+        brokers,
+        kazoo_client,
+        "strict",
+        [[1, 2]],
+        {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"},
+    )
+    c.produce(c.bootstrap(brokers), "lossy", [b"replicated"])
+    wait_until(lambda: b"replicated" in _segments(brokers[2], "lossy"), 20, what="follower has it")
+    brokers[2].stop()
+    for topic in ("lossy", "strict"):
+        wait_until(
+            partial(c.state_when, kazoo_client, topic, lambda s: list(s.isr) == [1]),
+            20,
+            what=f"{topic}: ISR shrunk to the leader",
+        )
+    c.produce(brokers[1].bootstrap, "lossy", [b"only-on-1"])
+    brokers[1].kill()
+    brokers[2].start()
+    elected = wait_until(
+        lambda: c.state_when(kazoo_client, "lossy", lambda s: s.leader == 2),
+        30,
+        what="an unclean leader for the lossy topic",
+    )
+    assert elected.leader_recovery_state == LEADER_RECOVERY_RECOVERING
+    strict = c.state(kazoo_client, "strict")
+    assert strict is not None and strict.leader == NO_LEADER and list(strict.isr) == [1]
+    c.produce(brokers[2].bootstrap, "lossy", [b"after"])
+    assert c.consume(brokers[2].bootstrap, "lossy", 0, 2) == [b"replicated", b"after"]
+
+
+def _segments(broker: BrokerProcess, topic: str) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((broker.log_dir / f"{topic}-0").glob("*.log")))

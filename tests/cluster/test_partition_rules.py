@@ -127,3 +127,61 @@ def test_leader_epoch_fencing_and_demotion(partition: Partition) -> None:
     assert not p.is_leader and p.check_leader(6) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert p.produce_outcome(leo) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert p.check_produce(1) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_new_epoch_at_or_below_the_checkpoint_asks_for_one_above_it(
+    partition: Partition,
+) -> None:
+    """R-3/R-4: a log whose checkpoint already holds epoch 57 (a directory Apache Kafka left)
+    is never led at a smaller epoch: the leader refuses produce and asks for epoch 58, and
+    the checkpoint keeps its entries; once 58 arrives it is cached at the LEO."""
+    p = partition
+    p.log.append_as_leader(build_batch([SimpleRecord(b"k", None)] * 2), 57)
+    assert p.log.leader_epoch_cache.latest_epoch() == 57
+    assert _lead(p, 3, (1, 2, 3))
+    assert p.epoch_bump == 58
+    assert p.check_produce(1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    bumped = p.state_with_epoch_bump()
+    assert bumped is not None and bumped.leader_epoch == 58 and bumped.leader == 1
+    assert [(e.epoch, e.start_offset) for e in p.log.leader_epoch_cache.entries()] == [(57, 0)]
+    assert _lead(p, 58, (1, 2, 3), version=1)
+    assert p.epoch_bump is None and p.check_produce(1) is None
+    assert [(e.epoch, e.start_offset) for e in p.log.leader_epoch_cache.entries()] == [
+        (57, 0),
+        (58, 2),
+    ]
+
+
+def test_an_assignment_change_without_a_new_epoch_tracks_added_followers(
+    partition: Partition,
+) -> None:
+    """A reassignment adds replicas through the topic znode only: the leader tracks the new
+    follower at once (so it can join the ISR) and forgets a removed one."""
+    p = partition
+    assert _lead(p, 0, (1, 2, 3))
+    assert not p.apply_state(PartitionState(1, 0, (1, 2, 3), 1), 0, (1, 2, 3, 4), 2_000)
+    assert p.replicas == (1, 2, 3, 4) and 4 in p.followers
+    end = _append(p, 2)
+    for r in (2, 3, 4):
+        p.record_follower_fetch(r, end, 0, end, 2_100)
+    assert p.isr_to_expand(4, {1, 2, 3, 4}) == (1, 2, 3, 4)
+    assert not p.apply_state(PartitionState(1, 0, (1, 2, 3), 1), 0, (1, 2, 4), 2_200)
+    assert 3 not in p.followers
+
+
+def test_diverging_epoch_as_the_leader_computes_it(partition: Partition) -> None:
+    """``AbstractFetcherThreadTest.testDivergingEpochs``' leader side: our epochs 0, 2, 5
+    start at 0, 1, 2; a follower that last fetched epoch 4 at offset 3 diverged at (2, 2);
+    one at epoch 2 offset 2 reads on; one at epoch 5 at our LEO reads on; an epoch we cannot
+    place (below our log start) is OFFSET_OUT_OF_RANGE; -1 is never checked."""
+    p = partition
+    for epoch in (0, 2, 5):
+        p.log.append_as_leader(build_batch([SimpleRecord(b"e", None)]), epoch)
+    assert p.diverging_epoch(4, 3) == (2, 2)
+    assert p.diverging_epoch(2, 2) is None
+    assert p.diverging_epoch(5, 3) is None
+    assert p.diverging_epoch(5, 4) == (5, 3), "past our LEO in the latest epoch"
+    assert p.diverging_epoch(-1, 99) is None
+    p.log.set_high_watermark(3)
+    p.log.delete_records(1)
+    assert p.diverging_epoch(2, 0) == ErrorCode.OFFSET_OUT_OF_RANGE

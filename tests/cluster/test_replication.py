@@ -6,6 +6,7 @@ two of three brokers down, and a follower truncating what the new leader never h
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -18,6 +19,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from tests.helpers import cluster as c
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
@@ -460,7 +462,6 @@ def test_acks_all_times_out_while_a_follower_in_the_isr_is_stalled(
 ) -> None:
     """L-7: a pending acks=all answers REQUEST_TIMED_OUT at the request's timeout; once the
     stalled follower leaves the ISR (its session expires) acks=all succeeds again."""
-    import os
     import signal
 
     state = _state(kazoo_client)
@@ -584,11 +585,15 @@ def test_each_client_lists_three_brokers_and_reads_back_acks_all(
     assert [o for _, o, _ in seen] == list(range(len(values)))
 
 
+KILL_ROUNDS = 100 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 20
+"""Acceptance 2 of issue 13: 20 rounds in ``make test``, 100 under ``make soak``."""
+
+
 def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
     cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
 ) -> None:
-    """Acceptance 2 of issue 13 at test size: an idempotent acks=all producer runs while the
-    leader or a random broker is killed with kill -9 and restarted, six times. At the end
+    """Acceptance 2 of issue 13: an idempotent acks=all producer runs while the leader or a
+    random broker is killed with kill -9 and restarted, ``KILL_ROUNDS`` times. At the end
     every acknowledged record is present exactly once, in order, all replicas are back in
     the ISR, and every replica's log is byte-identical."""
     import random
@@ -612,7 +617,7 @@ def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        for round_ in range(6):
+        for round_ in range(KILL_ROUNDS):
             state = _state(kazoo_client)
             assert state is not None
             victim = state.leader if round_ % 2 == 0 else rng.choice(sorted(cluster))
@@ -830,3 +835,43 @@ def test_a_topic_gone_from_zookeeper_is_not_served_from_local_leftovers(
     wait_until(lambda: _produce(leader, 1, b"after") == 3, 20, what="UNKNOWN_TOPIC_OR_PARTITION")
     md = AdminClient({"bootstrap.servers": leader}).list_topics(TOPIC, timeout=10)
     assert md.topics[TOPIC].error is not None
+
+
+def _as_kafka_left_it(partition_dir: Path, epoch: int) -> None:
+    """Make ``partition_dir`` what Apache Kafka leaves after leading at ``epoch``: every
+    batch stamped with it (``partitionLeaderEpoch``, bytes 12-16 of a v2 batch, outside the
+    CRC) and a ``leader-epoch-checkpoint`` whose one entry is ``epoch 0``."""
+    for segment in partition_dir.glob("*.log"):
+        data = bytearray(segment.read_bytes())
+        pos = 0
+        while pos + 17 <= len(data):
+            length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+            data[pos + 12 : pos + 16] = epoch.to_bytes(4, "big")
+            pos += 12 + length
+        segment.write_bytes(bytes(data))
+    (partition_dir / "leader-epoch-checkpoint").write_text(f"0\n1\n{epoch} 0\n")
+
+
+def test_a_leader_goes_above_the_epochs_of_a_kafka_written_partition_directory(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """R-3: a partition directory Apache Kafka wrote at leader epoch 57 is placed in
+    ``log.dirs``; the controller's next epoch for it is far smaller, so the leader asks for
+    58 (above its checkpoint), the state in ZooKeeper says 58, the checkpoint keeps 57 and
+    gains 58 at the LEO, and the records before and after read back."""
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client, n=1)
+    c.create_topic(brokers, kazoo_client, "kdir", [[1]])
+    c.produce(brokers[1].bootstrap, "kdir", [b"k0", b"k1", b"k2"])
+    brokers[1].stop()
+    _as_kafka_left_it(brokers[1].log_dir / "kdir-0", 57)
+    brokers[1].start()
+    bumped = wait_until(
+        lambda: c.state_when(kazoo_client, "kdir", lambda s: s.leader_epoch == 58),
+        30,
+        what="the leader epoch above the checkpoint",
+    )
+    assert bumped.leader == 1
+    c.produce(brokers[1].bootstrap, "kdir", [b"k3"])
+    checkpoint = (brokers[1].log_dir / "kdir-0" / "leader-epoch-checkpoint").read_text()
+    assert checkpoint.split("\n")[2:4] == ["57 0", "58 3"]
+    assert c.consume(brokers[1].bootstrap, "kdir", 0, 4) == [b"k0", b"k1", b"k2", b"k3"]

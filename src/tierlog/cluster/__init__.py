@@ -16,10 +16,15 @@ Modules, one concept each:
 * ``cluster_view``: ``ClusterView``, a broker's watch-fed picture of brokers, controller,
   topics and partition states, applied by epoch.
 * ``controller``: the controller's level-triggered partition duties (new partitions, offline
-  and unclean elections, ISR removal of offline brokers).
+  and unclean elections, ISR removal of offline brokers, reassignment completion, topic
+  deletion, the rebalance timer).
 * ``node``: ``ClusterNode``, membership + view + controller, what the server starts.
 * ``assignment``: Kafka's (rack-aware) round-robin replica assignment, a pure function.
 * ``topic_creation``: the controller's fenced writes for a new topic.
 * ``leader_election``: the controller's election strategies (new, offline, unclean,
   reassignment, preferred, controlled shutdown), pure functions over partition states.
+* ``leader_elections``: elections on request (ElectLeaders) and for the rebalance, written.
+* ``rebalance``: Kafka's leader-imbalance rule, a pure choice.
+* ``reassignment``: KIP-455 replica sets in the topic znode, started, completed, cancelled.
+* ``topic_deletion``: the ``/admin/delete_topics`` request and the controller's deletion.
 """

@@ -91,8 +91,20 @@ class ShuttingDownChanged:
     brokers: frozenset[int]
 
 
+@dataclass(frozen=True)
+class DeletionsChanged:
+    """The topics queued for deletion (children of ``/admin/delete_topics``)."""
+
+    topics: frozenset[str]
+
+
 ViewChange = (
-    BrokersChanged | ControllerChanged | PartitionChanged | TopicDeleted | ShuttingDownChanged
+    BrokersChanged
+    | ControllerChanged
+    | PartitionChanged
+    | TopicDeleted
+    | ShuttingDownChanged
+    | DeletionsChanged
 )
 
 
@@ -117,6 +129,7 @@ class ClusterView:
         self._topics: dict[str, _Topic] = {}
         self._watched_topics: set[str] = set()
         self._shutting_down: frozenset[int] = frozenset()
+        self._deleting: frozenset[str] = frozenset()
 
     # ---- reading ---------------------------------------------------------------------
     @property
@@ -147,6 +160,21 @@ class ClusterView:
         with self._lock:
             return self._shutting_down
 
+    def deleting_topics(self) -> frozenset[str]:
+        """Topics whose deletion was requested and is not finished (``/admin/delete_topics``)."""
+        with self._lock:
+            return self._deleting
+
+    def reassigning(self) -> list[PartitionInfo]:
+        """Partitions with a reassignment in progress (adding or removing replicas)."""
+        with self._lock:
+            return [
+                info
+                for t in self._topics.values()
+                for info in t.partitions.values()
+                if info.adding or info.removing
+            ]
+
     def add_listener(self, listener: Callable[[ViewChange], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
@@ -164,6 +192,8 @@ class ClusterView:
         ChildrenWatch(self._zk, paths.BROKER_TOPICS, self._on_topic_names)
         self._zk.ensure_path(paths.CONTROLLED_SHUTDOWN)
         ChildrenWatch(self._zk, paths.CONTROLLED_SHUTDOWN, self._on_shutting_down)
+        self._zk.ensure_path(paths.ADMIN_DELETE_TOPICS)
+        ChildrenWatch(self._zk, paths.ADMIN_DELETE_TOPICS, self._on_deletions)
 
     def close(self) -> None:
         """Stop applying changes; each watch ends at its next event."""
@@ -231,6 +261,17 @@ class ClusterView:
             self._shutting_down = brokers
         if changed:
             self._notify(ShuttingDownChanged(brokers))
+        return True
+
+    def _on_deletions(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        topics = frozenset(children)
+        with self._lock:
+            changed = topics != self._deleting
+            self._deleting = topics
+        if changed:
+            self._notify(DeletionsChanged(topics))
         return True
 
     def _on_topic_names(self, children: list[str]) -> bool:

@@ -23,6 +23,20 @@ fails means the view was stale; the write is dropped and the next view change (t
 that made it stale) runs the pass again with fresh data. A state stamped by a newer
 controller epoch is never touched (Z-3). ``ControllerMovedError`` ends the controller.
 
+The pass also carries the controller's longer duties, each resumable because its state is in
+ZooKeeper:
+
+* topics queued in ``/admin/delete_topics`` lose all their znodes (``topic_deletion``) and are
+  left out of every other duty;
+* a replica no longer in a partition's assignment (a cancelled reassignment) leaves its ISR,
+  and leadership if it held it;
+* a reassignment whose target replicas are all in the ISR is completed
+  (``reassignment.complete``);
+* every ``leader.imbalance.check.interval.seconds`` (the first check at most 5 s after the
+  election, as Kafka schedules it), with ``auto.leader.rebalance.enable``, the partitions of
+  brokers above ``leader.imbalance.per.broker.percentage`` get preferred elections
+  (``rebalance``, ``leader_elections``).
+
 One thread per elected controller runs the passes; view changes only wake it, and changes
 that arrive during a pass are coalesced into one more pass.
 """
@@ -31,11 +45,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
-from tierlog.cluster import paths
+from tierlog.cluster import paths, reassignment
 from tierlog.cluster.cluster_view import ClusterView, PartitionInfo, ViewChange
 from tierlog.cluster.fencing import ControllerMovedError, FencedWriter
 from tierlog.cluster.leader_election import (
@@ -44,9 +60,23 @@ from tierlog.cluster.leader_election import (
     elect_offline,
     remove_replica,
 )
+from tierlog.cluster.leader_elections import ElectionType, elect_partition
+from tierlog.cluster.rebalance import imbalanced
+from tierlog.cluster.topic_deletion import delete_topic, drop_request
 from tierlog.cluster.znodes import NO_LEADER, PartitionState
 
 log = logging.getLogger(__name__)
+
+FIRST_REBALANCE_CHECK_S = 5.0
+"""Kafka schedules the first imbalance check 5 s after the election."""
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+    leader_imbalance_per_broker_percentage: int = 10
+    delete_topic_enable: bool = True
 
 
 def next_state(
@@ -67,7 +97,8 @@ def next_state(
     if state.controller_epoch > controller_epoch:
         return None
     electable = [b for b in live if b not in shutting_down]
-    if state.leader == NO_LEADER or state.leader not in live:
+    assigned = set(info.replicas)
+    if state.leader == NO_LEADER or state.leader not in live or state.leader not in assigned:
         elected = elect_offline(state, info.replicas, electable, unclean_allowed, controller_epoch)
         if elected is not None:
             return elected
@@ -79,9 +110,11 @@ def next_state(
             return moved
     shrunk = state
     for replica in (state.leader, *state.isr):
-        if replica == NO_LEADER or (replica == state.leader and replica in live):
+        if replica == NO_LEADER or (
+            replica == state.leader and replica in live and replica in assigned
+        ):
             continue
-        if replica not in live or replica in shutting_down:
+        if replica not in live or replica in shutting_down or replica not in assigned:
             shrunk = remove_replica(shrunk, replica, controller_epoch) or shrunk
     if (shrunk.leader, shrunk.isr) == (state.leader, state.isr):
         return None
@@ -103,10 +136,15 @@ class PartitionController:
         view: ClusterView,
         writer: FencedWriter,
         unclean_allowed: Callable[[str], bool] = lambda _topic: False,
+        settings: ControllerSettings | None = None,
     ) -> None:
         self.view = view
         self.writer = writer
         self.unclean_allowed = unclean_allowed
+        self.settings = ControllerSettings() if settings is None else settings
+        self._next_rebalance = time.monotonic() + min(
+            FIRST_REBALANCE_CHECK_S, self.settings.leader_imbalance_check_interval_s
+        )
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.passes = 0
@@ -140,12 +178,19 @@ class PartitionController:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait()
+            rebalancing = self.settings.auto_leader_rebalance_enable
+            timeout = max(self._next_rebalance - time.monotonic(), 0) if rebalancing else None
+            self._wake.wait(timeout)
             self._wake.clear()
             if self._stop.is_set():
                 return
             try:
                 self.reconcile()
+                if rebalancing and time.monotonic() >= self._next_rebalance:
+                    self._next_rebalance = (
+                        time.monotonic() + self.settings.leader_imbalance_check_interval_s
+                    )
+                    self.rebalance()
             except ControllerMovedError as e:
                 log.info("%s", e)
                 return
@@ -173,8 +218,12 @@ class PartitionController:
         failing = set(self._bounced)
         live = set(brokers) - failing
         shutting_down = self.view.shutting_down() & live
+        topics = self.view.topics()
+        deleting = self.view.deleting_topics()
+        for topic in sorted(deleting):
+            self._delete(topic, topic in topics)
         complete = True
-        for topic in sorted(self.view.topics()):
+        for topic in sorted(set(topics) - deleting):
             unclean = self.unclean_allowed(topic)
             for info in self.view.partitions(topic).values():
                 if self._stop.is_set():
@@ -182,10 +231,56 @@ class PartitionController:
                 target = next_state(info, live, unclean, self.epoch, shutting_down)
                 if target is not None:
                     complete = self._write(info, target) and complete
+                elif info.adding or info.removing:
+                    self._complete_reassignment(info, live - shutting_down)
         if complete and failing:
             log.info("brokers %s bounced: treated as failed once", sorted(failing))
             self._bounced -= failing
             self._wake.set()
+
+    def _delete(self, topic: str, exists: bool) -> None:
+        if not self.settings.delete_topic_enable or not exists:
+            log.info("dropping the deletion request of topic %s", topic)
+            drop_request(self.writer, topic)
+        elif delete_topic(self.writer, topic):
+            log.info("deleted topic %s", topic)
+
+    def _complete_reassignment(self, info: PartitionInfo, live: set[int]) -> None:
+        target = reassignment.completion_state(info, live, self.epoch)
+        if target is None:
+            return
+        if reassignment.complete(self.writer, info, target):
+            log.info(
+                "%s-%d: reassignment completed: replicas %s, leader %d epoch %d",
+                info.topic,
+                info.partition,
+                [r for r in info.replicas if r not in info.removing],
+                target.leader,
+                target.leader_epoch,
+            )
+
+    def rebalance(self) -> None:
+        """Z-11: preferred elections for the brokers whose leadership is too imbalanced."""
+        live = set(self.view.brokers()) - self.view.shutting_down()
+        deleting = self.view.deleting_topics()
+        infos = [
+            info
+            for topic in sorted(self.view.topics())
+            for info in self.view.partitions(topic).values()
+        ]
+        for info in imbalanced(
+            infos, live, self.settings.leader_imbalance_per_broker_percentage, deleting
+        ):
+            if self._stop.is_set():
+                return
+            result = elect_partition(self.writer, info, ElectionType.PREFERRED, live)
+            log.info(
+                "%s-%d: auto rebalance to preferred leader %d: %s",
+                info.topic,
+                info.partition,
+                info.replicas[0],
+                result.error.name,
+            )
 
     def _write(self, info: PartitionInfo, target: PartitionState) -> bool:
         """Write ``target``; False when the view was stale and nothing was written."""

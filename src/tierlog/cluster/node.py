@@ -85,7 +85,9 @@ class ClusterNode:
         if self._lease is None or self.view is None or self.controller is not None:
             return
         writer = FencedWriter(self.member.zk.kazoo, self._lease)
-        controller = PartitionController(self.view, writer, self._unclean_allowed)
+        controller = PartitionController(
+            self.view, writer, self._unclean_allowed, self.settings.controller
+        )
         self.view.add_listener(controller.on_view_change)
         controller.start()
         self.controller = controller

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tierlog.cluster.controller import ControllerSettings
 from tierlog.config import BrokerConfig, Endpoint
 from tierlog.config.zookeeper_connect import ZooKeeperConnect, parse_zookeeper_connect
 
@@ -18,6 +19,7 @@ class ClusterSettings:
     rack: str | None
     unclean_leader_election_enable: bool = False
     """The broker default; a topic's own ``unclean.leader.election.enable`` overrides it."""
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ClusterSettings | None:
@@ -35,4 +37,14 @@ class ClusterSettings:
             advertised_listeners=tuple(config.advertised_listeners),
             rack=config.get("broker.rack"),
             unclean_leader_election_enable=bool(config.get("unclean.leader.election.enable")),
+            controller=ControllerSettings(
+                auto_leader_rebalance_enable=bool(config.get("auto.leader.rebalance.enable")),
+                leader_imbalance_check_interval_s=float(
+                    config.get("leader.imbalance.check.interval.seconds")
+                ),
+                leader_imbalance_per_broker_percentage=int(
+                    config.get("leader.imbalance.per.broker.percentage")
+                ),
+                delete_topic_enable=bool(config.get("delete.topic.enable")),
+            ),
         )

@@ -689,7 +689,6 @@ BROKER_KEYS.add(
         BOOL,
         True,
         "The controller moves leadership back to preferred replicas when imbalanced.",
-        no_effect=True,
     ),
     K(
         "leader.imbalance.check.interval.seconds",
@@ -697,7 +696,6 @@ BROKER_KEYS.add(
         300,
         "How often the controller checks leader imbalance.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "leader.imbalance.per.broker.percentage",
@@ -705,9 +703,8 @@ BROKER_KEYS.add(
         10,
         "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.",
         between(0, 100),
-        no_effect=True,
     ),
-    K("delete.topic.enable", BOOL, True, "DeleteTopics is allowed.", no_effect=True),
+    K("delete.topic.enable", BOOL, True, "DeleteTopics is allowed (cluster mode)."),
 )
 
 #: TopicBasedRemoteLogMetadataManager keys (spec §6.3), given under the RLMM prefix.

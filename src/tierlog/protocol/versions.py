@@ -48,9 +48,13 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
 }
 
 #: Served in cluster mode only: followers truncate by leader epoch, and consumers validate
-#: their positions after a leader change; a single node has neither.
+#: their positions after a leader change; the controller elects leaders and moves replicas.
+#: A single node has none of these.
 CLUSTER_ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

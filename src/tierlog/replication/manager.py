@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tierlog.cluster.broker_writes import (
@@ -86,6 +86,10 @@ class LocalTopics(Protocol):
     def get(self, name: str) -> Any: ...
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def all(self) -> list[Any]: ...
+
+    def delete(self, name: str) -> Any: ...
 
     def effective_config(self, info: Any) -> dict[str, Any]: ...
 
@@ -179,6 +183,9 @@ class ReplicaManager:
         self._leadership: dict[str, list[LeadershipListener]] = {}
         self._role_listeners: list[PartitionRoleListener] = []
         self._aux_source: RemoteAuxStateSource | None = None
+        self.on_partitions_deleted: Callable[[str, list[int]], Awaitable[None]] | None = None
+        """Called once per deleted topic with the partitions this broker led when the
+        deletion reached it (the remote tier's stop hook), before its local files go."""
 
     # ---- lifecycle -----------------------------------------------------------------------
     @property
@@ -198,6 +205,16 @@ class ReplicaManager:
         view = node.view
         assert view is not None
         view.add_listener(self._on_view_change)
+        for info in self.topics.all():
+            assignment = view.topics().get(info.name)
+            if self.manages(info.name) and (
+                assignment is None
+                or (
+                    assignment.topic_id is not None
+                    and topic_id_from_base64(assignment.topic_id) != info.topic_id
+                )
+            ):
+                self._delete_local(info.name)
         for name in view.topics():
             self._ensure_topic(name)
         self._spawn(self._shrink_loop())
@@ -427,12 +444,43 @@ class ReplicaManager:
             else:
                 self._apply(change.info)
         elif isinstance(change, TopicDeleted):
-            for key in [k for k in self.partitions if k[0] == change.topic]:
-                self._stop_replica(key)
+            self._delete_local(change.topic)
         elif isinstance(change, BrokersChanged):
             for p in self.partitions.values():
                 if p.is_leader:
                     self._maybe_advance(p)
+
+    def _delete_local(self, topic: str) -> None:
+        """The topic left ZooKeeper (deleted, here or while this broker was down): stop its
+        replicas, run the deletion hook for those it led, then delete its local files."""
+        led = sorted(i for (t, i), p in self.partitions.items() if t == topic and p.is_leader)
+        for key in [k for k in self.partitions if k[0] == topic]:
+            self._stop_replica(key)
+        info = self.topics.get(topic)
+        if info is None:
+            return
+        log.info(
+            "%s: deleted from the cluster; removing the local replicas (leader of %s)",
+            topic,
+            led,
+        )
+        hook = self.on_partitions_deleted
+        if not led or hook is None:
+            self.topics.delete(topic)
+            return
+
+        async def remove() -> None:
+            await hook(topic, led)
+            if self.topics.get(topic) is not info:
+                return
+            for key in [k for k in self.partitions if k[0] == topic]:
+                self._stop_replica(key)  # a topic re-created meanwhile found the old logs
+            self.topics.delete(topic)
+            view = self.view
+            if view is not None and topic in view.topics():
+                self._ensure_topic(topic)
+
+        self._spawn(remove())
 
     def _ensure_topic(self, name: str) -> None:
         if self.topics.get(name) is not None:
@@ -517,6 +565,7 @@ class ReplicaManager:
         if p.is_leader:
             self._remove_from_fetchers(key)
             self._maybe_advance(p)
+            self._bump_epoch(p)
         else:
             if was_leader or changed:
                 self._check_produces(p)
@@ -631,6 +680,29 @@ class ReplicaManager:
                 else:
                     p.pending_isr = None
             self._maybe_advance(p)
+
+        self._spawn(write())
+
+    def _bump_epoch(self, p: Partition) -> None:
+        """Rewrite the state with the epoch above the log's checkpoint (``Partition.epoch_bump``),
+        conditional on the partition epoch; the view brings back whichever state won."""
+        bumped = p.state_with_epoch_bump()
+        node = self.node
+        if bumped is None or node is None or p.pending_isr is not None:
+            return
+        log.info(
+            "%s-%d: leader epoch %d -> %d (above the checkpoint)",
+            *p.key,
+            p.leader_epoch,
+            bumped.leader_epoch,
+        )
+        zk, version, data = node.member.zk.kazoo, p.partition_epoch, bumped.encode()
+
+        async def write() -> None:
+            try:
+                await asyncio.to_thread(write_partition_state, zk, p.topic, p.index, data, version)
+            except ZooKeeperError as e:
+                log.warning("%s-%d: epoch bump failed: %s", *p.key, e)
 
         self._spawn(write())
 

@@ -24,6 +24,16 @@ What holds:
 * **Leadership** is applied by leader epoch (T-2): a higher epoch is a transition, an equal
   epoch with a higher partition epoch only refreshes the ISR. A new leader epoch is cached in
   the epoch cache at the LEO before any append (KAFKA-7415, T-3).
+* **A new epoch is above every epoch the log holds** (R-3, R-4). A log can carry epochs the
+  cluster never handed out (a partition directory written by Apache Kafka placed in
+  ``log.dirs``, or one from an earlier cluster): caching a smaller epoch would erase them and
+  stamp batches below their history. Such a leader refuses produce (NOT_LEADER_OR_FOLLOWER,
+  retriable) and asks for its own state to be rewritten with the epoch just above its
+  checkpoint's (``epoch_bump``), conditional on the partition epoch like an ISR change; it
+  leads once that epoch comes back from ZooKeeper.
+* **The assignment** (replicas, reassignment included) comes from the topic znode and may
+  change without a new leader epoch (tierlog's controller does not bump it to start a
+  reassignment): the leader starts tracking added followers and forgets removed ones.
 """
 
 from __future__ import annotations
@@ -79,6 +89,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.epoch_start_offset = UNKNOWN_OFFSET
         self.min_insync_replicas = 1
+        self.epoch_bump: int | None = None
+        """The leader epoch this leader needs before it may append (above its checkpoint)."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -112,6 +124,8 @@ class Partition:
         if state.leader_epoch < self.leader_epoch or (
             state.leader_epoch == self.leader_epoch and partition_epoch <= self.partition_epoch
         ):
+            if state.leader_epoch == self.leader_epoch and replicas != self.replicas:
+                self._set_replicas(replicas)
             return False
         new_epoch = state.leader_epoch > self.leader_epoch
         was_leader = self.is_leader
@@ -120,20 +134,39 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.controller_epoch = state.controller_epoch
         self.leader_recovery_state = state.leader_recovery_state
-        self.replicas = replicas
         self.isr = state.isr
         self.pending_isr = None
         if not self.is_leader:
+            self.replicas = replicas
             self.followers.clear()
             self.epoch_start_offset = UNKNOWN_OFFSET
+            self.epoch_bump = None
             return new_epoch
         if new_epoch:
+            self.replicas = replicas
             self._become_leader(now_ms, was_leader)
+        else:
+            self._set_replicas(replicas)
         return new_epoch
+
+    def _set_replicas(self, replicas: tuple[int, ...]) -> None:
+        self.replicas = replicas
+        if not self.is_leader:
+            return
+        for r in replicas:
+            if r != self.broker_id and r not in self.followers:
+                self.followers[r] = FollowerState()
+        for r in [r for r in self.followers if r not in replicas]:
+            del self.followers[r]
 
     def _become_leader(self, now_ms: int, re_elected: bool) -> None:
         leo = self.log.log_end_offset
-        self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
+        checkpointed = self.log.leader_epoch_cache.latest_epoch()
+        if checkpointed is not None and checkpointed >= self.leader_epoch:
+            self.epoch_bump = checkpointed + 1
+        else:
+            self.epoch_bump = None
+            self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
         self.epoch_start_offset = leo
         old = self.followers
         self.followers = {}
@@ -166,6 +199,29 @@ class Partition:
         return None if self.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     # ---- leader: follower fetches and the high watermark --------------------------------
+    def diverging_epoch(
+        self, last_fetched_epoch: int, fetch_offset: int
+    ) -> tuple[int, int] | ErrorCode | None:
+        """L-8.4 (KIP-320/KIP-595, Kafka's ``validateFetchOffsetAndMaybeGetDivergingEpoch``):
+        for a follower Fetch carrying ``last_fetched_epoch``, the ``(epoch, end_offset)`` to
+        send as ``diverging_epoch`` (with no records) when the follower's log diverged from
+        ours, OFFSET_OUT_OF_RANGE when we cannot tell (no end offset for that epoch, or the
+        offset is below our log start), or None when it may read on.
+
+        Diverged means: our end offset for ``last_fetched_epoch`` (the largest epoch we hold
+        at or below it, and where it ends) has a smaller epoch, or ends before
+        ``fetch_offset``. ``last_fetched_epoch`` -1 (an older follower) is never checked."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(
+            last_fetched_epoch, self.log.log_end_offset
+        )
+        if epoch < 0 or end < 0 or fetch_offset < self.log.log_start_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
     def record_follower_fetch(
         self, replica: int, fetch_offset: int, log_start: int, leader_leo: int, now_ms: int
     ) -> None:
@@ -230,10 +286,22 @@ class Partition:
             self.leader, self.leader_epoch, isr, self.controller_epoch, self.leader_recovery_state
         )
 
+    def state_with_epoch_bump(self) -> PartitionState | None:
+        """The state that takes this leader above its checkpoint's epochs, if it needs one."""
+        if not self.is_leader or self.epoch_bump is None:
+            return None
+        return PartitionState(
+            self.leader,
+            self.epoch_bump,
+            self.isr,
+            self.controller_epoch,
+            self.leader_recovery_state,
+        )
+
     # ---- produce ------------------------------------------------------------------------
     def check_produce(self, acks: int) -> ErrorCode | None:
         """L-2, L-3: before the append."""
-        if not self.is_leader:
+        if not self.is_leader or self.epoch_bump is not None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if acks == -1 and len(self.isr) < self.effective_min_isr:
             return ErrorCode.NOT_ENOUGH_REPLICAS

@@ -131,6 +131,8 @@ class Broker:
         register_all(router, state)
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
+            if tiering is not None:
+                state.replication.on_partitions_deleted = tiering.before_topic_delete
             state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
             if state.tiering is not None:
                 state.tiering.attach_replication(state.replication)

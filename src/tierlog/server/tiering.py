@@ -343,16 +343,25 @@ class Tiering:
             ):
                 counter.labels(lg.tp.topic, str(lg.tp.partition))
 
-    async def before_topic_delete(self, topic: str) -> None:
+    async def before_topic_delete(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> None:
         """Delete the topic's remote data (DELETE_STARTED .. partition delete records) while
         its logs still exist. A failure is logged, not raised: the topic goes anyway, as in
-        Kafka, and its metadata records say which segments were left behind. In cluster mode
-        only a partition's leader deletes its remote data (spec §7, 14), the other replicas
-        only stop their tasks, so the data is deleted once."""
+        Kafka, and its metadata records say which segments were left behind. Each partition's
+        remote data is deleted once, by its leader (spec §7, 14): in cluster mode the deletion
+        names ``partitions``, those this broker led when it reached it; the other replicas only
+        stop their tasks."""
         if self._closed:
             return
+        wanted = None if partitions is None else set(partitions)
         stops = [
-            StopPartition(lg, delete_remote_log=self._leads(lg))
+            StopPartition(
+                lg,
+                delete_remote_log=(
+                    self._leads(lg) if wanted is None else lg.tp.partition in wanted
+                ),
+            )
             for lg in self._logs_of(topic)
             if lg.remote_enabled
         ]

@@ -12,6 +12,7 @@ from tierlog.server.handlers import (
     admin_topics,
     api_versions,
     cluster,
+    cluster_admin,
     cluster_metadata,
     cluster_topics,
     configs,
@@ -69,12 +70,17 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
 
 
 #: Cluster mode's own handlers: Metadata and DescribeCluster from the cluster view,
-#: CreateTopics through the controller, and OffsetForLeaderEpoch (cluster mode only).
+#: CreateTopics, DeleteTopics, ElectLeaders and the reassignment APIs through the controller,
+#: and OffsetForLeaderEpoch (cluster mode only).
 _CLUSTER: dict[ApiKey, _Simple] = {
     ApiKey.METADATA: cluster_metadata.handle_metadata,
     ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
     ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
+    ApiKey.DELETE_TOPICS: cluster_admin.handle_delete_topics,
+    ApiKey.ELECT_LEADERS: cluster_admin.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster_admin.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster_admin.handle_list_partition_reassignments,
 }
 
 
