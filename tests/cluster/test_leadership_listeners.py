@@ -38,6 +38,12 @@ class _Topics:
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get_log(TopicPartition(topic, partition))
 
+    def all(self) -> list[Any]:
+        return []
+
+    def delete(self, name: str) -> Any:
+        raise AssertionError("not used")
+
     def effective_config(self, info: Any) -> dict[str, Any]:
         return {"min.insync.replicas": 1}
 

@@ -129,13 +129,30 @@ class Broker:
         )
         self.state = state
         register_all(router, state)
-        self.cluster = await ClusterMode.start(cfg, state.advertised)
-        if state.replication is not None and self.cluster is not None:
-            if tiering is not None:
-                state.replication.on_partitions_deleted = tiering.before_topic_delete
-            state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
-            if state.tiering is not None:
-                state.tiering.attach_replication(state.replication)
+        await self._join_cluster(state)
+        self._start_background_tasks(logs)
+        log.info(
+            "tierlog broker %d serving %s:%d (cluster %s)",
+            cfg.node_id,
+            *self.bound,
+            cluster_id,
+        )
+
+    async def _join_cluster(self, state: BrokerState) -> None:
+        """Cluster mode: register in ZooKeeper, then let replication (and the remote log
+        tasks through it) follow the partition states there."""
+        self.cluster = await ClusterMode.start(self.config, state.advertised)
+        if state.replication is None or self.cluster is None:
+            return
+        if state.tiering is not None:
+            state.replication.on_partitions_deleted = state.tiering.before_topic_delete
+        state.cluster_id = await state.replication.start(self.cluster.node, state.cluster_id)
+        if state.tiering is not None:
+            state.tiering.attach_replication(state.replication)
+
+    def _start_background_tasks(self, logs: LogManager) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -152,12 +169,6 @@ class Broker:
         heap_dir = heap_profile.requested()
         if heap_dir is not None:
             self._tasks.append(loop.create_task(heap_profile.run(heap_dir)))
-        log.info(
-            "tierlog broker %d serving %s:%d (cluster %s)",
-            cfg.node_id,
-            *self.bound,
-            cluster_id,
-        )
 
     def _advertised(self, bound_port: int) -> tuple[str, int]:
         """The first advertised listener, or the bound one (with its kernel-picked port)."""
