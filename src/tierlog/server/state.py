@@ -20,6 +20,7 @@ from tierlog.server.topics import TopicManager
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
     from tierlog.server.tiering import Tiering
+    from tierlog.server.txn.coordinator import TxnCoordinator
 
 #: Single-node mode: this broker leads every partition at this epoch.
 LEADER_EPOCH = 0
@@ -42,6 +43,8 @@ class BrokerState:
     tiering: Tiering | None = None
     #: Cluster mode's replication layer (leaders, ISR, acks=all); None in single-node mode.
     replication: ReplicaManager | None = None
+    #: The transaction coordinator; None until it is built (it needs the listener).
+    txn: TxnCoordinator | None = None
     shutting_down: bool = False
 
     @property
