@@ -22,6 +22,7 @@ from tierlog.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    txn_markers,
 )
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -43,6 +44,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
