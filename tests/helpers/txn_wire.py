@@ -27,11 +27,13 @@ def produce_txn(
     sequence: int = 0,
     transactional_id: str | None = "txn",
     transactional: bool = True,
+    timestamp: int | None = None,
 ) -> tuple[int, int]:
-    """One Produce v9 (acks=-1) of one batch; returns (error code, base offset)."""
+    """One Produce v9 (acks=-1) of one batch (timestamped now unless ``timestamp``);
+    returns (error code, base offset)."""
     records = build_batch(
         [SimpleRecord(v) for v in values],
-        timestamp=time.time_ns() // 1_000_000,
+        timestamp=time.time_ns() // 1_000_000 if timestamp is None else timestamp,
         producer_id=producer_id,
         producer_epoch=epoch,
         base_sequence=sequence,
