@@ -14,6 +14,8 @@ from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, sc
 from tierlog.protocol.txn_markers import marker_of_batch
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+#: What ``TxnWriter`` appends to every value (records of a realistic size).
+PAD = b"." * 64
 
 
 def produce_txn(
@@ -185,3 +187,38 @@ def consume_committed(
         assert got.aborted is not None
         values.extend(visible(got.records, got.aborted))
         offset = scan_batches(got.records)[-1].next_offset
+
+
+class TxnWriter:
+    """Producers (one pid each) writing one record per batch, and their markers.
+
+    Timestamps strictly increase and follow the markers' (the broker's clock), so each batch
+    adds a time-index entry and segments roll every ``N`` batches, as in the recipe."""
+
+    def __init__(self, conn: WireConnection, topic: str) -> None:
+        self.conn = conn
+        self.topic = topic
+        self.sequences: dict[int, int] = {}
+        self.last_ts = 0
+
+    def send(self, pid: int, value: bytes, *, transactional: bool = True) -> int:
+        seq = self.sequences.get(pid, 0)
+        self.last_ts = max(self.last_ts + 1, time.time_ns() // 1_000_000 + 1)
+        code, offset = produce_txn(
+            self.conn,
+            self.topic,
+            0,
+            [value + PAD],
+            producer_id=pid,
+            sequence=seq,
+            transactional=transactional,
+            transactional_id=f"t-{pid}" if transactional else None,
+            timestamp=self.last_ts,
+        )
+        assert code == 0, code
+        self.sequences[pid] = seq + 1
+        return offset
+
+    def end(self, pid: int, *, commit: bool) -> None:
+        codes = write_markers(self.conn, [(self.topic, 0)], producer_id=pid, commit=commit)
+        assert codes == {(self.topic, 0): 0}

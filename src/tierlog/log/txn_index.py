@@ -58,6 +58,19 @@ def read_aborted_txns(path: Path) -> Iterator[AbortedTxn]:
         yield txn
 
 
+def aborted_txns_from_bytes(data: bytes, name: str = ".txnindex") -> list[AbortedTxn]:
+    """The entries of an index's bytes (a remote copy read through its plugin), checked like
+    ``load_sealed_aborted_txns``."""
+    if len(data) % ENTRY_SIZE:
+        raise CorruptIndexError(f"{name}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
+    out = []
+    for _pos, version, txn in _entries(data):
+        if version != _VERSION or txn.last_offset < txn.first_offset:
+            raise CorruptIndexError(f"{name}: bad aborted txn entry {txn} (version {version})")
+        out.append(txn)
+    return out
+
+
 def load_sealed_aborted_txns(path: Path) -> list[AbortedTxn]:
     """The entries of a sealed index copied from elsewhere (the remote tier's, cached on
     local disk), checked: raises ``CorruptIndexError`` unless the file holds whole entries,

@@ -15,54 +15,17 @@ from kafka import TopicPartition as KpTopicPartition
 
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_wire import (
+    PAD,
     READ_UNCOMMITTED,
+    TxnWriter,
     consume_committed,
     fetch,
-    produce_txn,
     visible,
-    write_markers,
 )
 from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe
 from tierlog.client import WireConnection
 from tierlog.protocol.records import scan_batches
-
-PAD = b"." * 64
-
-
-class _Writer:
-    """Producers (one pid each) writing one record per batch, and their markers.
-
-    Timestamps strictly increase and follow the markers' (the broker's clock), so each batch
-    adds a time-index entry and segments roll every ``N`` batches, as in the recipe."""
-
-    def __init__(self, conn: WireConnection, topic: str) -> None:
-        self.conn = conn
-        self.topic = topic
-        self.sequences: dict[int, int] = {}
-        self.last_ts = 0
-
-    def send(self, pid: int, value: bytes, *, transactional: bool = True) -> int:
-        seq = self.sequences.get(pid, 0)
-        self.last_ts = max(self.last_ts + 1, time.time_ns() // 1_000_000 + 1)
-        code, offset = produce_txn(
-            self.conn,
-            self.topic,
-            0,
-            [value + PAD],
-            producer_id=pid,
-            sequence=seq,
-            transactional=transactional,
-            transactional_id=f"t-{pid}" if transactional else None,
-            timestamp=self.last_ts,
-        )
-        assert code == 0, code
-        self.sequences[pid] = seq + 1
-        return offset
-
-    def end(self, pid: int, *, commit: bool) -> None:
-        codes = write_markers(self.conn, [(self.topic, 0)], producer_id=pid, commit=commit)
-        assert codes == {(self.topic, 0): 0}
 
 
 def _offsets(tiered: TieredBroker, topic: str) -> tuple[int, int]:
@@ -130,7 +93,7 @@ def test_aborts_across_tiered_segments_are_invisible_to_read_committed(
     topic = "txn-tiered"
     tiered.create_topic(topic, 1, recipe())
     with WireConnection.to_bootstrap(tiered.bootstrap) as conn:
-        w = _Writer(conn, topic)
+        w = TxnWriter(conn, topic)
         a, b, c, d, e, plain = 11, 12, 13, 14, 15, 16
         for i, pid in enumerate([a, b, a, b, a]):  # 0..4
             w.send(pid, b"%d-%d" % (pid, i))
@@ -176,7 +139,7 @@ def test_an_open_transaction_holds_tiering_at_the_lso_until_its_marker(
     topic = "txn-hung"
     tiered.create_topic(topic, 1, recipe())
     with WireConnection.to_bootstrap(tiered.bootstrap) as conn:
-        w = _Writer(conn, topic)
+        w = TxnWriter(conn, topic)
         hung, other = 21, 22
         for i in range(5):  # [0,4]
             w.send(other, b"o-%d" % i, transactional=False)
