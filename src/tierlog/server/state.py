@@ -6,7 +6,7 @@ brokers in one process and every dependency of a handler is visible in one place
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tierlog.config.broker import BrokerConfig
@@ -16,6 +16,7 @@ from tierlog.server.group import GroupCoordinator
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
+from tierlog.server.txn_partition_hooks import AllowAllVerifier, TxnMarkerListener, TxnVerifier
 
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
@@ -45,6 +46,10 @@ class BrokerState:
     replication: ReplicaManager | None = None
     #: The transaction coordinator; None until it is built (it needs the listener).
     txn: TxnCoordinator | None = None
+    #: KIP-890 verification of transactional produce; the coordinator replaces the default.
+    txn_verifier: TxnVerifier = field(default_factory=AllowAllVerifier)
+    #: Told of each transaction marker written here (the group coordinator's offsets).
+    txn_marker_listener: TxnMarkerListener | None = None
     shutting_down: bool = False
 
     @property

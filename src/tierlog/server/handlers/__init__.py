@@ -23,6 +23,7 @@ from tierlog.server.handlers import (
     metadata,
     produce,
     txn,
+    txn_markers,
 )
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -49,6 +50,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.END_TXN: txn.end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {

@@ -1,0 +1,120 @@
+"""WriteTxnMarkers and read_committed against a real broker, this test playing the
+coordinator over the wire (transactional Produce, then the markers Kafka's coordinator sends)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.txn_wire import (
+    READ_UNCOMMITTED,
+    consume_committed,
+    fetch,
+    produce_txn,
+    visible,
+    write_markers,
+)
+from tierlog.client import WireConnection
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import scan_batches
+
+TOPIC = "txn-orders"
+PID_A, PID_B = 7001, 7002
+
+
+def _connect(broker: BrokerProcess, partitions: int = 1) -> WireConnection:
+    conn = WireConnection(*broker.host_port)
+    assert conn.create_topic(TOPIC, partitions)[0] == 0
+    return conn
+
+
+def test_aborted_data_is_invisible_to_read_committed_and_committed_data_appears(
+    broker: BrokerProcess,
+) -> None:
+    with _connect(broker) as conn:
+        assert produce_txn(conn, TOPIC, 0, [b"a1", b"a2"], producer_id=PID_A) == (0, 0)
+        assert produce_txn(conn, TOPIC, 0, [b"b1"], producer_id=PID_B) == (0, 2)
+        open_ = fetch(conn, TOPIC, 0, 0)
+        assert (open_.high_watermark, open_.last_stable_offset) == (3, 0)
+        assert open_.records == b""
+        assert open_.aborted == []  # at the LSO: empty, not null
+        assert fetch(conn, TOPIC, 0, 0, isolation_level=READ_UNCOMMITTED).aborted is None
+
+        assert write_markers(conn, [(TOPIC, 0)], producer_id=PID_A, commit=False) == {(TOPIC, 0): 0}
+        assert fetch(conn, TOPIC, 0, 0).last_stable_offset == 2  # B still open at 2
+        assert write_markers(conn, [(TOPIC, 0)], producer_id=PID_B, commit=True) == {(TOPIC, 0): 0}
+        done = fetch(conn, TOPIC, 0, 0)
+        assert done.last_stable_offset == done.high_watermark == 5
+        assert done.aborted == [(PID_A, 0)]
+        assert visible(done.records, done.aborted) == [b"b1"]
+        assert consume_committed(conn, TOPIC, 0) == ([b"b1"], 5)
+
+        raw = fetch(conn, TOPIC, 0, 0, isolation_level=READ_UNCOMMITTED)
+        values = [v for v in visible(raw.records, None)]
+        assert values == [b"a1", b"a2", b"b1"]
+        assert [h.is_control for h in scan_batches(raw.records)] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+
+
+def test_markers_refused_by_producer_and_coordinator_epoch_and_unknown_partitions(
+    broker: BrokerProcess,
+) -> None:
+    with _connect(broker, partitions=2) as conn:
+        assert produce_txn(conn, TOPIC, 0, [b"x"], producer_id=PID_A, epoch=3)[0] == 0
+        codes = write_markers(
+            conn, [(TOPIC, 0), (TOPIC, 5)], producer_id=PID_A, epoch=2, commit=True
+        )
+        assert codes == {
+            (TOPIC, 0): ErrorCode.INVALID_PRODUCER_EPOCH,
+            (TOPIC, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        ok = write_markers(
+            conn, [(TOPIC, 0)], producer_id=PID_A, epoch=3, commit=True, coordinator_epoch=4
+        )
+        assert ok == {(TOPIC, 0): 0}
+        fenced = write_markers(
+            conn, [(TOPIC, 0)], producer_id=PID_A, epoch=3, commit=False, coordinator_epoch=3
+        )
+        assert fenced == {(TOPIC, 0): ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+        assert consume_committed(conn, TOPIC, 0) == ([b"x"], 2)
+
+
+def test_non_transactional_write_inside_a_transaction_is_invalid_txn_state(
+    broker: BrokerProcess,
+) -> None:
+    with _connect(broker) as conn:
+        assert produce_txn(conn, TOPIC, 0, [b"t"], producer_id=PID_A)[0] == 0
+        code, _ = produce_txn(
+            conn,
+            TOPIC,
+            0,
+            [b"plain"],
+            producer_id=PID_A,
+            sequence=1,
+            transactional=False,
+            transactional_id=None,
+        )
+        assert code == ErrorCode.INVALID_TXN_STATE
+
+
+def test_an_open_transaction_and_an_abort_survive_kill_9(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    broker = broker_factory({"log.segment.bytes": "1024"})
+    with _connect(broker) as conn:
+        assert produce_txn(conn, TOPIC, 0, [b"gone" * 100], producer_id=PID_A)[0] == 0
+        for i in range(4):
+            produce_txn(conn, TOPIC, 0, [b"v%d" % i * 100], producer_id=PID_B, sequence=i)
+        write_markers(conn, [(TOPIC, 0)], producer_id=PID_A, commit=False)
+        assert fetch(conn, TOPIC, 0, 0).last_stable_offset == 1  # B open from offset 1
+    broker.restart(kill=True)
+    with WireConnection(*broker.host_port) as conn:
+        assert fetch(conn, TOPIC, 0, 0).last_stable_offset == 1
+        write_markers(conn, [(TOPIC, 0)], producer_id=PID_B, commit=True)
+        values, lso = consume_committed(conn, TOPIC, 0)
+        assert values == [b"v%d" % i * 100 for i in range(4)]
+        assert lso == 7

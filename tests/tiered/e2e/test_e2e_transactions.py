@@ -1,0 +1,157 @@
+"""read_committed over the tiered boundary (Kafka's TransactionsWithTieredStoreTest and
+OffloadAndTxnConsumeFromLeaderTest, adapted): transactional data and markers are offloaded
+segment by segment, the copy task stops at the LSO, and a read_committed consumer reading
+from the remote tier, across the boundary and from the local tier sees committed data only.
+
+This test plays the coordinator over the wire (transactional Produce, WriteTxnMarkers)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from tests.helpers.poll import wait_until
+from tests.helpers.txn_wire import (
+    PAD,
+    READ_UNCOMMITTED,
+    TxnWriter,
+    consume_committed,
+    fetch,
+    visible,
+)
+from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
+from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe
+from tierlog.client import WireConnection
+from tierlog.protocol.records import scan_batches
+
+
+def _offsets(tiered: TieredBroker, topic: str) -> tuple[int, int]:
+    """(last tiered offset, earliest local offset)."""
+    return (
+        tiered.list_offsets(topic, 0, LATEST_TIERED)[1],
+        tiered.list_offsets(topic, 0, EARLIEST_LOCAL)[1],
+    )
+
+
+def _committed(values: list[bytes | None]) -> list[bytes]:
+    return [v.removesuffix(PAD) for v in values if v is not None]
+
+
+def _confluent_read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txn-e2e",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(bytes(m.value() or b""))
+        return [v.removesuffix(PAD) for v in got]
+    finally:
+        c.close()
+
+
+def _kafka_python_read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        isolation_level="read_committed",
+    )
+    try:
+        tp = KpTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=500).values():
+                got.extend(bytes(r.value) for r in records)
+        return [v.removesuffix(PAD) for v in got]
+    finally:
+        c.close()
+
+
+def test_aborts_across_tiered_segments_are_invisible_to_read_committed(
+    tiered: TieredBroker,
+) -> None:
+    """Five batches a segment. Segment [0,4] holds the data of A (aborted) and B
+    (committed) and is tiered and deleted locally with A's ABORT marker in the next segment;
+    C aborts within [5,9]; E aborts in [10,14], which stays local, so a read from the remote
+    tier collects aborts from the local tier too."""
+    topic = "txn-tiered"
+    tiered.create_topic(topic, 1, recipe())
+    with WireConnection.to_bootstrap(tiered.bootstrap) as conn:
+        w = TxnWriter(conn, topic)
+        a, b, c, d, e, plain = 11, 12, 13, 14, 15, 16
+        for i, pid in enumerate([a, b, a, b, a]):  # 0..4
+            w.send(pid, b"%d-%d" % (pid, i))
+        w.end(a, commit=False)  # 5: A's marker one segment after its data
+        w.send(b, b"12-6")  # 6
+        w.end(b, commit=True)  # 7
+        w.send(c, b"13-8")  # 8
+        w.end(c, commit=False)  # 9
+        w.send(d, b"14-10")  # 10
+        w.end(d, commit=True)  # 11
+        w.send(plain, b"plain-12", transactional=False)  # 12
+        w.send(e, b"15-13")  # 13
+        w.end(e, commit=False)  # 14
+        w.send(plain, b"plain-15", transactional=False)  # 15, rolls [10,14]
+        expected = [b"12-1", b"12-3", b"12-6", b"14-10", b"plain-12", b"plain-15"]
+
+        wait_until(lambda: _offsets(tiered, topic) == (14, 15), 30, what="[0,14] tiered")
+        first = fetch(conn, topic, 0, 0)
+        assert first.aborted == [(a, 0)]  # from the remote index of [5,9]
+        values, lso = consume_committed(conn, topic, 0)
+        assert _committed(values) == expected
+        assert lso == 16
+        # from the middle of a remote segment, and at the boundary
+        assert _committed(consume_committed(conn, topic, 0, start=3)[0]) == expected[1:]
+        assert _committed(consume_committed(conn, topic, 0, start=13)[0]) == expected[-1:]
+
+        everything = []
+        offset = 0
+        while offset < 16:
+            got = fetch(conn, topic, 0, offset, isolation_level=READ_UNCOMMITTED)
+            assert got.aborted is None
+            everything.extend(_committed(visible(got.records, None)))
+            offset = scan_batches(got.records)[-1].next_offset
+        assert len(everything) == 11  # every data record, aborted ones included
+
+    assert _confluent_read_committed(tiered.bootstrap, topic, len(expected)) == expected
+    assert _kafka_python_read_committed(tiered.bootstrap, topic, len(expected)) == expected
+
+
+def test_an_open_transaction_holds_tiering_at_the_lso_until_its_marker(
+    tiered: TieredBroker,
+) -> None:
+    topic = "txn-hung"
+    tiered.create_topic(topic, 1, recipe())
+    with WireConnection.to_bootstrap(tiered.bootstrap) as conn:
+        w = TxnWriter(conn, topic)
+        hung, other = 21, 22
+        for i in range(5):  # [0,4]
+            w.send(other, b"o-%d" % i, transactional=False)
+        w.send(hung, b"h-5")  # 5: opens a transaction in [5,9]
+        for i in range(6, 16):  # [6,9], [10,14], 15
+            w.send(other, b"o-%d" % i, transactional=False)
+        wait_until(lambda: _offsets(tiered, topic)[0] == 4, 30, what="[0,4] tiered")
+        assert fetch(conn, topic, 0, 0).last_stable_offset == 5
+        assert tiered.list_offsets(topic, 0, LATEST_TIERED)[1] == 4  # nothing past the LSO
+        w.end(hung, commit=False)  # 16
+        w.send(other, b"o-17", transactional=False)
+        wait_until(lambda: _offsets(tiered, topic)[0] >= 14, 30, what="tiering resumed")
+        values, lso = consume_committed(conn, topic, 0)
+        assert lso == 18
+        assert _committed(values) == [b"o-%d" % i for i in range(18) if i not in (5, 16)]
