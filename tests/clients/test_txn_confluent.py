@@ -53,11 +53,12 @@ def _read(
         def done() -> bool:
             m = c.poll(0.2)
             if m is not None:
-                if m.error() is not None:
-                    assert m.error().code() == ck.KafkaError._PARTITION_EOF, m.error()
-                    eof.add(m.partition())
+                error = m.error()
+                if error is not None:
+                    assert error.code() == ck.KafkaError._PARTITION_EOF, error
+                    eof.add(int(m.partition() or 0))
                 else:
-                    got.append(bytes(m.value()))
+                    got.append(bytes(m.value() or b""))
             return len(got) >= expect and len(eof) == partitions
 
         wait_until(done, timeout_s=30, interval_s=0, what=f"{expect} records of {topic}")
