@@ -150,3 +150,77 @@ def test_a_hung_transaction_is_aborted_after_its_timeout(
     p.produce("hung", b"later")
     p.commit_transaction(30)
     assert _read(broker.bootstrap, "hung", "read_committed", 1) == [b"later"]
+
+
+def _copy_exactly_once(
+    bootstrap: str, source: str, sink: str, total: int, *, abort_every: int = 0
+) -> int:
+    """Consume-transform-produce with send_offsets_to_transaction until ``total`` input records
+    were committed; every ``abort_every``-th transaction is aborted and its input re-read from
+    the group's committed offsets. Returns the number of transactions committed."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "copier",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    producer = _producer(bootstrap, "copier-tx")
+    consumer.subscribe([source])
+    done = commits = attempts = 0
+    try:
+
+        def copied_all() -> bool:
+            nonlocal done, commits, attempts
+            batch = consumer.consume(num_messages=25, timeout=0.5)
+            if not batch:
+                return done >= total
+            producer.begin_transaction()
+            for m in batch:
+                assert m.error() is None, m.error()
+                producer.produce(sink, b"out-" + bytes(m.value() or b""))
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            attempts += 1
+            if abort_every and attempts % abort_every == 0:
+                assert producer.flush(30) == 0
+                producer.abort_transaction(30)
+                for tp in consumer.committed(consumer.assignment(), 30):
+                    consumer.seek(
+                        tp if tp.offset >= 0 else ck.TopicPartition(tp.topic, tp.partition, 0)
+                    )
+                return False
+            producer.commit_transaction(30)
+            commits += 1
+            done += len(batch)
+            return done >= total
+
+        wait_until(copied_all, timeout_s=120, interval_s=0, what=f"{total} records copied")
+        return commits
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("abort_every", [0, 3])
+def test_consume_transform_produce_with_send_offsets(
+    broker: BrokerProcess, abort_every: int
+) -> None:
+    _create(broker, "source", 2)
+    _create(broker, "sink", 2)
+    total = 300
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(total):
+        p.produce("source", b"%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    assert _copy_exactly_once(broker.bootstrap, "source", "sink", total, abort_every=abort_every)
+    out = _read(broker.bootstrap, "sink", "read_committed", total, partitions=2)
+    assert sorted(out) == sorted(b"out-%d" % i for i in range(total))
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "copier"})
+    try:
+        committed = c.committed([ck.TopicPartition("source", p) for p in (0, 1)], 30)
+        assert sum(tp.offset for tp in committed) == total
+    finally:
+        c.close()

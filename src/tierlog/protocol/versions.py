@@ -50,6 +50,7 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
 }
 
 #: Served in cluster mode only: followers truncate by leader epoch, and consumers validate

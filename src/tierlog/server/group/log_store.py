@@ -18,16 +18,31 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tierlog.log import LogError, PartitionLog
 from tierlog.protocol.records import (
     Compression,
     SimpleRecord,
     build_batch,
+    increment_sequence,
     iter_records,
     scan_batches,
 )
+from tierlog.protocol.txn_markers import marker_of_batch
 from tierlog.server.group.store import KeyValue, OffsetsStoreError
+
+
+def _next_sequence(plog: PartitionLog, producer_id: int, producer_epoch: int) -> int:
+    """The sequence a transactional offset commit must carry. Kafka skips sequence checks for
+    the coordinator's own appends; our log checks every producer batch, and the coordinator
+    is the only writer of a producer's batches on ``__consumer_offsets``, so it continues the
+    sequence the log holds (0 in a new epoch)."""
+    entry = plog.producer_state.producers.get(producer_id)
+    if entry is None or entry.producer_epoch != producer_epoch:
+        return 0
+    return increment_sequence(entry.last_seq, 1) if entry.batches else 0
+
 
 DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 
@@ -63,21 +78,48 @@ class LogOffsetsStore:
         self._compression = compression
         self._load_buffer_bytes = load_buffer_bytes
         self.last_load: LoadStats | None = None
+        self._pending: dict[int, list[KeyValue]] = {}
 
     async def load(self) -> list[KeyValue]:
         return await asyncio.to_thread(self._load_all)
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+    def pending_transactions(self) -> dict[int, list[KeyValue]]:
+        return self._pending
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        await asyncio.to_thread(self._append, partition, records, timestamp_ms, producer)
+
+    def _append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        producer: tuple[int, int] | None,
+    ) -> None:
+        plog = self._log_for(partition)
+        txn: dict[str, Any] = {}
+        if producer is not None:
+            txn = {
+                "producer_id": producer[0],
+                "producer_epoch": producer[1],
+                "base_sequence": _next_sequence(plog, *producer),
+                "transactional": True,
+            }
         batch = build_batch(
             [SimpleRecord(value=v, key=k, timestamp=timestamp_ms) for k, v in records],
             timestamp=timestamp_ms,
             compression=self._compression,
+            **txn,
         )
-        await asyncio.to_thread(self._append, partition, batch)
-
-    def _append(self, partition: int, batch: bytes) -> None:
         try:
-            self._log_for(partition).append_as_leader(batch, self._leader_epoch, -1)
+            plog.append_as_leader(batch, self._leader_epoch, -1)
         except LogError as exc:
             raise OffsetsStoreError(exc.code, exc.message) from exc
 
@@ -91,7 +133,10 @@ class LogOffsetsStore:
         return out
 
     def _load_partition(self, log: PartitionLog, out: list[KeyValue]) -> int:
-        """Append the partition's keyed records to ``out``; returns the bytes read."""
+        """Append the partition's keyed records to ``out``; returns the bytes read. Records of
+        a transaction go to ``out`` where its COMMIT marker is, nowhere if it aborted, and to
+        ``pending_transactions`` if it is still open."""
+        open_txns: dict[int, list[KeyValue]] = {}
         read_bytes = 0
         offset = log.log_start_offset
         end = log.log_end_offset
@@ -104,9 +149,18 @@ class LogOffsetsStore:
             headers = scan_batches(buf)
             for header in headers:
                 if header.is_control:
+                    marker = marker_of_batch(buf, header)
+                    held = open_txns.pop(header.producer_id, [])
+                    if marker is not None and marker.committed:
+                        out.extend(held)
                     continue
+                target = (
+                    open_txns.setdefault(header.producer_id, []) if header.is_transactional else out
+                )
                 for record in iter_records(buf, header):
                     if record.offset >= offset and record.key is not None:
-                        out.append((record.key, record.value))
+                        target.append((record.key, record.value))
             offset = headers[-1].next_offset
+        for pid, held in open_txns.items():
+            self._pending.setdefault(pid, []).extend(held)
         return read_bytes

@@ -32,15 +32,28 @@ class OffsetsStore(Protocol):
 
     async def load(self) -> list[KeyValue]: ...
 
+    def pending_transactions(self) -> dict[int, list[KeyValue]]:
+        """After ``load``: per producer id, the transactional records of transactions whose
+        marker was not in the log (``load`` returned those of committed ones in place)."""
+        ...
+
     async def append(
-        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
-    ) -> None: ...
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """``producer`` (id, epoch): the records join that producer's transaction."""
+        ...
 
 
 class MemoryOffsetsStore:
     """Keeps records in a dict: for tests and for brokers that need no durable groups.
 
-    Handing the same instance to a second coordinator simulates a restart.
+    Handing the same instance to a second coordinator simulates a restart. Transactional
+    records are not kept (no marker ever reaches this store): a restart forgets them.
     """
 
     def __init__(self) -> None:
@@ -49,5 +62,16 @@ class MemoryOffsetsStore:
     async def load(self) -> list[KeyValue]:
         return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
-        self.partitions.setdefault(partition, []).extend(records)
+    def pending_transactions(self) -> dict[int, list[KeyValue]]:
+        return {}
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        if producer is None:
+            self.partitions.setdefault(partition, []).extend(records)

@@ -50,6 +50,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.END_TXN: txn.end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+    ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
 }
 
