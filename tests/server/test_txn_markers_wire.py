@@ -3,17 +3,21 @@ coordinator over the wire (transactional Produce, then the markers Kafka's coord
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.txn_wire import (
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     consume_committed,
     fetch,
+    list_offset,
     produce_txn,
     visible,
     write_markers,
 )
+from tests.helpers.wire import LATEST
 from tierlog.client import WireConnection
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import scan_batches
@@ -118,3 +122,22 @@ def test_an_open_transaction_and_an_abort_survive_kill_9(
         values, lso = consume_committed(conn, TOPIC, 0)
         assert values == [b"v%d" % i * 100 for i in range(4)]
         assert lso == 7
+
+
+def test_list_offsets_read_committed_answers_the_lso(broker: BrokerProcess) -> None:
+    t0 = int(time.time() * 1000) - 60_000
+    with _connect(broker) as conn:
+        produce_txn(conn, TOPIC, 0, [b"p"], producer_id=-1, transactional=False, timestamp=t0)
+        produce_txn(conn, TOPIC, 0, [b"open"], producer_id=PID_A, timestamp=t0 + 1000)
+        produce_txn(
+            conn, TOPIC, 0, [b"later"], producer_id=-1, transactional=False, timestamp=t0 + 2000
+        )
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_COMMITTED) == (0, 1)
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_UNCOMMITTED) == (0, 3)
+        assert list_offset(conn, TOPIC, 0, t0, isolation_level=READ_COMMITTED) == (0, 0)
+        # undecided data is not searchable by timestamp (Kafka's TransactionsTest)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_COMMITTED) == (0, -1)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_UNCOMMITTED) == (0, 1)
+        write_markers(conn, [(TOPIC, 0)], producer_id=PID_A, commit=True)
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_COMMITTED) == (0, 4)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_COMMITTED) == (0, 1)
