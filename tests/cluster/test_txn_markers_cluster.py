@@ -52,13 +52,12 @@ def test_markers_are_replicated_before_the_answer_and_survive_leader_failover(
         assert fetch(conn, TOPIC, 0, 0).last_stable_offset == 3
 
     leader.kill()
-    new_state = wait_until(
-        lambda: (s := _state(kazoo_client)) is not None and s.leader != state.leader and s,
-        30,
-        what="a new leader",
-    )
-    assert new_state
-    new_leader = brokers[new_state.leader]
+
+    def new_leader_id() -> int | None:
+        s = _state(kazoo_client)
+        return s.leader if s is not None and s.leader not in (state.leader, -1) else None
+
+    new_leader = brokers[wait_until(new_leader_id, 30, what="a new leader")]
     with WireConnection(*new_leader.host_port) as conn:
         wait_until(
             lambda: fetch(conn, TOPIC, 0, 0).error_code == 0, 30, what="the new leader serving"
