@@ -2,7 +2,9 @@
 
 Start order: log recovery, topics, tiered storage (its metadata topic must be readable
 before any tiered partition is served), group coordinator, codec warm-up, metrics endpoint,
-then the listener (so a client never reaches a half-initialised broker). Shutdown runs in
+then the listener (so a client never reaches a half-initialised broker), then the transaction
+coordinator (its markers go to this listener; its APIs answer COORDINATOR_LOAD_IN_PROGRESS
+until it is loaded). Shutdown runs in
 reverse: stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait),
 stop the coordinator and the remote log manager, then flush logs and write checkpoints and the
 clean-shutdown marker.
@@ -43,6 +45,7 @@ from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
 from tierlog.server.topics import TopicManager
+from tierlog.server.txn_wiring import build_txn_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +134,8 @@ class Broker:
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
             state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
+        if state.replication is None:
+            state.txn = await build_txn_coordinator(state)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))
@@ -211,6 +216,8 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
+            if state.txn is not None:
+                await state.txn.close()
             await state.groups.close()
             state.fetch_sessions.close()
             if state.tiering is not None:

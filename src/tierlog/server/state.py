@@ -21,6 +21,7 @@ from tierlog.server.txn_partition_hooks import AllowAllVerifier, TxnMarkerListen
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
     from tierlog.server.tiering import Tiering
+    from tierlog.server.txn.coordinator import TxnCoordinator
 
 #: Single-node mode: this broker leads every partition at this epoch.
 LEADER_EPOCH = 0
@@ -43,6 +44,8 @@ class BrokerState:
     tiering: Tiering | None = None
     #: Cluster mode's replication layer (leaders, ISR, acks=all); None in single-node mode.
     replication: ReplicaManager | None = None
+    #: The transaction coordinator; None until it is built (it needs the listener).
+    txn: TxnCoordinator | None = None
     #: KIP-890 verification of transactional produce; the coordinator replaces the default.
     txn_verifier: TxnVerifier = field(default_factory=AllowAllVerifier)
     #: Told of each transaction marker written here (the group coordinator's offsets).

@@ -22,6 +22,7 @@ from tierlog.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    txn,
     txn_markers,
 )
 from tierlog.server.router import Router
@@ -44,6 +45,11 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+    ApiKey.END_TXN: txn.end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
 }
 
