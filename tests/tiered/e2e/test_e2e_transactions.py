@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -155,3 +155,36 @@ def test_an_open_transaction_holds_tiering_at_the_lso_until_its_marker(
         values, lso = consume_committed(conn, topic, 0)
         assert lso == 18
         assert _committed(values) == [b"o-%d" % i for i in range(18) if i not in (5, 16)]
+
+
+def test_transactional_producer_offloads_and_read_committed_consumes_from_the_leader(
+    tiered: TieredBroker,
+) -> None:
+    """Kafka's TransactionsWithTieredStoreTest / OffloadAndTxnConsumeFromLeaderTest with a
+    real transactional producer: aborted and committed transactions alternate, segments are
+    offloaded and deleted locally (nothing past the LSO), and read_committed consumers read
+    committed data only from the remote tier, across the boundary and the local tail."""
+    topic = "txn-producer-tiered"
+    tiered.create_topic(topic, 1, recipe())
+    p = Producer(
+        {"bootstrap.servers": tiered.bootstrap, "transactional.id": "tiered-1", "linger.ms": 0}
+    )
+    p.init_transactions(30)
+    committed: list[bytes] = []
+    for i in range(12):
+        p.begin_transaction()
+        values = [b"t%02d-%d" % (i, j) for j in range(2)]
+        for v in values:
+            p.produce(topic, v + PAD, partition=0)
+            p.flush(30)  # one batch per record
+        if i % 3 == 0:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed.extend(values)
+    p.flush(30)
+    end = tiered.list_offsets(topic, 0, -1)[1]
+    assert end == 36  # 24 records, 12 markers
+    wait_until(lambda: _offsets(tiered, topic)[0] >= 29, 30, what="all but the tail tiered")
+    assert _confluent_read_committed(tiered.bootstrap, topic, len(committed)) == committed
+    assert _kafka_python_read_committed(tiered.bootstrap, topic, len(committed)) == committed
