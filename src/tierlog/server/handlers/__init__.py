@@ -22,6 +22,7 @@ from tierlog.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    producers,
     txn,
     txn_markers,
 )
@@ -51,6 +52,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
