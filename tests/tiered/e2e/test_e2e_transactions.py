@@ -7,7 +7,10 @@ This test plays the coordinator over the wire (transactional Produce, WriteTxnMa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
@@ -23,7 +26,7 @@ from tests.helpers.txn_wire import (
     visible,
 )
 from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
-from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe
+from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe, tiered_broker
 from tierlog.client import WireConnection
 from tierlog.protocol.records import scan_batches
 
@@ -188,3 +191,55 @@ def test_transactional_producer_offloads_and_read_committed_consumes_from_the_le
     wait_until(lambda: _offsets(tiered, topic)[0] >= 29, 30, what="all but the tail tiered")
     assert _confluent_read_committed(tiered.bootstrap, topic, len(committed)) == committed
     assert _kafka_python_read_committed(tiered.bootstrap, topic, len(committed)) == committed
+
+
+_HUNG_PRODUCER = """
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "hung",
+              "transaction.timeout.ms": 3000, "linger.ms": 0})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(3):
+    p.produce(sys.argv[2], b"hung-%d" % i + b"." * 64, partition=0)
+    p.flush(30)
+print("in-transaction", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_producer_killed_mid_transaction_is_aborted_and_tiering_resumes(
+    tmp_path: Path,
+) -> None:
+    """The producer is SIGKILLed inside its transaction: the coordinator aborts it after
+    ``transaction.timeout.ms``, the LSO moves past it and the segments after it are tiered."""
+    topic = "txn-killed"
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}
+    with tiered_broker(tmp_path, overrides) as tb:
+        tb.create_topic(topic, 1, recipe())
+        tb.produce(topic, range(2))  # 0, 1
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HUNG_PRODUCER, tb.bootstrap, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "in-transaction"
+            tb.produce(topic, range(2, 12))  # 5..14 after the hung data at 2..4
+        finally:
+            proc.kill()
+            proc.wait(10)
+        with WireConnection.to_bootstrap(tb.bootstrap) as conn:
+            assert fetch(conn, topic, 0, 0).last_stable_offset == 2
+            assert _offsets(tb, topic)[0] == -1  # [0,4] holds the open transaction
+            wait_until(
+                lambda: fetch(conn, topic, 0, 0).last_stable_offset > 2,
+                30,
+                what="the coordinator's abort of the timed-out transaction",
+            )
+            tb.produce(topic, range(12, 18))
+            wait_until(lambda: _offsets(tb, topic)[0] >= 9, 30, what="tiering resumed")
+            values, _ = consume_committed(conn, topic, 0)
+        assert not [v for v in _committed(values) if v.startswith(b"hung")]
+        assert len(values) == 18
