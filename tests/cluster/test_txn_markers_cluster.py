@@ -13,7 +13,13 @@ from kazoo.client import KazooClient
 from tests.cluster.test_replication import _create_topic, _start_cluster, _state, _wait_hosted
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
-from tests.helpers.txn_wire import consume_committed, fetch, produce_txn, write_markers
+from tests.helpers.txn_wire import (
+    NO_VERIFICATION,
+    consume_committed,
+    fetch,
+    produce_txn,
+    write_markers,
+)
 from tierlog.client import WireConnection
 from tierlog.log.txn_index import AbortedTxn, read_aborted_txns
 from tierlog.protocol.errors import ErrorCode
@@ -30,7 +36,7 @@ def _aborts(broker: BrokerProcess) -> list[AbortedTxn]:
 def test_markers_are_replicated_before_the_answer_and_survive_leader_failover(
     broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
 ) -> None:
-    brokers = _start_cluster(broker_factory, zk_connect, kazoo_client)
+    brokers = _start_cluster(broker_factory, zk_connect, kazoo_client, extra=NO_VERIFICATION)
     _create_topic(",".join(b.bootstrap for b in brokers.values()))
     _wait_hosted(brokers, kazoo_client)
     state = _state(kazoo_client)

@@ -14,6 +14,9 @@ from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, sc
 from tierlog.protocol.txn_markers import marker_of_batch
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+#: Broker overrides for tests that play the coordinator: with KIP-890 verification on (the
+#: default) a transactional write the real coordinator never heard of is refused.
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
 #: What ``TxnWriter`` appends to every value (records of a realistic size).
 PAD = b"." * 64
 

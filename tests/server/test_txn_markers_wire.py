@@ -7,8 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.txn_wire import (
+    NO_VERIFICATION,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     consume_committed,
@@ -26,6 +29,11 @@ from tierlog.protocol.records import scan_batches
 
 TOPIC = "txn-orders"
 PID_A, PID_B = 7001, 7002
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(NO_VERIFICATION)
 
 
 def _connect(broker: BrokerProcess, partitions: int = 1) -> WireConnection:
@@ -110,7 +118,7 @@ def test_non_transactional_write_inside_a_transaction_is_invalid_txn_state(
 def test_an_open_transaction_and_an_abort_survive_kill_9(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
-    broker = broker_factory({"log.segment.bytes": "1024"})
+    broker = broker_factory({"log.segment.bytes": "1024", **NO_VERIFICATION})
     with _connect(broker) as conn:
         assert produce_txn(conn, TOPIC, 0, [b"gone" * 100], producer_id=PID_A)[0] == 0
         for i in range(4):

@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
-from tests.helpers.txn_wire import PAD, TxnWriter
+from tests.helpers.txn_wire import NO_VERIFICATION, PAD, TxnWriter
 from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tierlog.client import WireConnection
 from tierlog.spark.options import OptionError, parse_source_options
@@ -59,6 +59,7 @@ def topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnTopic]:
             "log.retention.check.interval.ms": "300",
             "log.segment.delete.delay.ms": "0",
             "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+            **NO_VERIFICATION,
         },
     )
     b.start()

@@ -404,6 +404,13 @@ BROKER_KEYS.add(
         at_least(1),
     ),
     K(
+        "transaction.partition.verification.enable",
+        BOOL,
+        True,
+        "KIP-890: before a producer's first transactional write to a partition, its leader "
+        "asks the coordinator whether the partition is in the transaction.",
+    ),
+    K(
         "transaction.state.log.load.buffer.size",
         INT,
         5242880,

@@ -45,7 +45,7 @@ from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
 from tierlog.server.topics import TopicManager
-from tierlog.server.txn_wiring import build_txn_coordinator
+from tierlog.server.txn_wiring import start_transactions
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +134,7 @@ class Broker:
         self.cluster = await ClusterMode.start(cfg, state.advertised)
         if state.replication is not None and self.cluster is not None:
             state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
-        if state.replication is None:
-            state.txn = await build_txn_coordinator(state)
+        await start_transactions(state)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
             loop.create_task(self._every(cfg.retention_check_interval_ms, self._retention))

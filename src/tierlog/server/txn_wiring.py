@@ -21,6 +21,7 @@ from tierlog.server.txn.coordinator import TxnCoordinator
 from tierlog.server.txn.log_store import TxnLogStore
 from tierlog.server.txn.markers import Connection, Destination, MarkerChannel, Unknown
 from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC
+from tierlog.server.txn.verifier import CoordinatorVerifier
 
 CLIENT_ID = "tierlog-txn-markers"
 CONNECT_TIMEOUT_S = 10.0
@@ -97,3 +98,12 @@ async def build_txn_coordinator(state: BrokerState) -> TxnCoordinator:
         await coordinator.load(partition, LEADER_EPOCH)
     coordinator.start()
     return coordinator
+
+
+async def start_transactions(state: BrokerState) -> None:
+    """Install KIP-890 verification (unless disabled) and, in single-node mode, the
+    coordinator; cluster mode's coordinator follows leadership of ``__transaction_state``."""
+    if state.config.get("transaction.partition.verification.enable"):
+        state.txn_verifier = CoordinatorVerifier(lambda: state.txn)
+    if state.replication is None:
+        state.txn = await build_txn_coordinator(state)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_wire import (
+    NO_VERIFICATION,
     PAD,
     READ_UNCOMMITTED,
     TxnWriter,
@@ -29,6 +32,12 @@ from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
 from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe, tiered_broker
 from tierlog.client import WireConnection
 from tierlog.protocol.records import scan_batches
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredBroker]:
+    with tiered_broker(tmp_path_factory.mktemp("tiered-txn"), NO_VERIFICATION) as tb:
+        yield tb
 
 
 def _offsets(tiered: TieredBroker, topic: str) -> tuple[int, int]:
