@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer
@@ -145,3 +145,40 @@ def test_a_fenced_zombie_writes_nothing_visible(module_broker: BrokerProcess) ->
     _transaction(successor, topic, [b"ok-1", b"ok-2"], commit=True)
     assert _confluent(bootstrap, topic, "read_committed", 2) == [b"ok-1", b"ok-2"]
     assert _kafka_python(bootstrap, topic, 2) == [b"ok-1", b"ok-2"]
+
+
+class _Abort(Exception):
+    pass
+
+
+def test_aiokafka_transactions_commit_and_abort(module_broker: BrokerProcess) -> None:
+    """aiokafka's transactional producer (InitProducerId v0, AddPartitionsToTxn v0, EndTxn v0,
+    transactional Produce v7) against read_committed consumers."""
+    bootstrap = module_broker.bootstrap
+    topic = "txn-aiokafka"
+    create_topic(bootstrap, topic, PARTITIONS)
+
+    async def produce() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-1")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(4):
+                    await p.send_and_wait(topic, b"c1-%d" % i, partition=i % PARTITIONS)
+            try:
+                async with p.transaction():
+                    for i in range(4):
+                        await p.send_and_wait(topic, b"a-%d" % i, partition=i % PARTITIONS)
+                    raise _Abort
+            except _Abort:
+                pass
+            async with p.transaction():
+                await p.send_and_wait(topic, b"c2", partition=0)
+        finally:
+            await p.stop()
+
+    asyncio.run(produce())
+    want = [b"c1-0", b"c1-1", b"c1-2", b"c1-3", b"c2"]
+    assert _confluent(bootstrap, topic, "read_committed", len(want)) == want
+    assert _kafka_python(bootstrap, topic, len(want)) == want
+    assert _aiokafka(bootstrap, topic, len(want)) == want
