@@ -225,3 +225,29 @@ class TxnWriter:
     def end(self, pid: int, *, commit: bool) -> None:
         codes = write_markers(self.conn, [(self.topic, 0)], producer_id=pid, commit=commit)
         assert codes == {(self.topic, 0): 0}
+
+
+def list_offset(
+    conn: WireConnection, topic: str, partition: int, timestamp: int, *, isolation_level: int
+) -> tuple[int, int]:
+    """One ListOffsets v9 lookup: (error code, offset)."""
+    r = conn.call(
+        ApiKey.LIST_OFFSETS,
+        9,
+        replica_id=-1,
+        isolation_level=isolation_level,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "current_leader_epoch": -1,
+                        "timestamp": timestamp,
+                    }
+                ],
+            }
+        ],
+    )
+    p = r.topics[0].partitions[0]
+    return int(p.error_code), int(p.offset)

@@ -3,21 +3,27 @@ coordinator over the wire (transactional Produce, then the markers Kafka's coord
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.txn_wire import (
     NO_VERIFICATION,
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     consume_committed,
     fetch,
+    list_offset,
     produce_txn,
     visible,
     write_markers,
 )
+from tests.helpers.wire import LATEST
 from tierlog.client import WireConnection
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import scan_batches
 
@@ -126,3 +132,50 @@ def test_an_open_transaction_and_an_abort_survive_kill_9(
         values, lso = consume_committed(conn, TOPIC, 0)
         assert values == [b"v%d" % i * 100 for i in range(4)]
         assert lso == 7
+
+
+def test_list_offsets_read_committed_answers_the_lso(broker: BrokerProcess) -> None:
+    t0 = int(time.time() * 1000) - 60_000
+    with _connect(broker) as conn:
+        produce_txn(conn, TOPIC, 0, [b"p"], producer_id=-1, transactional=False, timestamp=t0)
+        produce_txn(conn, TOPIC, 0, [b"open"], producer_id=PID_A, timestamp=t0 + 1000)
+        produce_txn(
+            conn, TOPIC, 0, [b"later"], producer_id=-1, transactional=False, timestamp=t0 + 2000
+        )
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_COMMITTED) == (0, 1)
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_UNCOMMITTED) == (0, 3)
+        assert list_offset(conn, TOPIC, 0, t0, isolation_level=READ_COMMITTED) == (0, 0)
+        # undecided data is not searchable by timestamp (Kafka's TransactionsTest)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_COMMITTED) == (0, -1)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_UNCOMMITTED) == (0, 1)
+        write_markers(conn, [(TOPIC, 0)], producer_id=PID_A, commit=True)
+        assert list_offset(conn, TOPIC, 0, LATEST, isolation_level=READ_COMMITTED) == (0, 4)
+        assert list_offset(conn, TOPIC, 0, t0 + 500, isolation_level=READ_COMMITTED) == (0, 1)
+
+
+def _describe_producers(conn: WireConnection, partition: int) -> tuple[int, dict[int, Any]]:
+    r = conn.call(
+        ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": TOPIC, "partition_indexes": [partition]}]
+    )
+    p = r.topics[0].partitions[0]
+    return int(p.error_code), {int(s.producer_id): s for s in p.active_producers}
+
+
+def test_describe_producers_shows_open_transactions_and_coordinator_epochs(
+    broker: BrokerProcess,
+) -> None:
+    with _connect(broker) as conn:
+        produce_txn(conn, TOPIC, 0, [b"x", b"y"], producer_id=PID_A, epoch=2)
+        produce_txn(conn, TOPIC, 0, [b"i"], producer_id=PID_B, transactional=False)
+        code, producers = _describe_producers(conn, 0)
+        assert code == 0
+        a, b = producers[PID_A], producers[PID_B]
+        assert (a.producer_epoch, a.last_sequence, a.current_txn_start_offset) == (2, 1, 0)
+        assert a.coordinator_epoch == -1
+        assert (b.last_sequence, b.current_txn_start_offset) == (0, -1)
+        write_markers(
+            conn, [(TOPIC, 0)], producer_id=PID_A, epoch=2, commit=True, coordinator_epoch=4
+        )
+        a = _describe_producers(conn, 0)[1][PID_A]
+        assert (a.current_txn_start_offset, a.coordinator_epoch) == (-1, 4)
+        assert _describe_producers(conn, 9)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

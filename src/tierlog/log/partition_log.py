@@ -469,6 +469,11 @@ class PartitionLog:
                 flush_offset=flush_offset,
             )
 
+    def active_producers(self) -> list[ProducerEntry]:
+        """A copy of every producer's state here (DescribeProducers)."""
+        with self._lock:
+            return [e.clone() for e in self.producer_state.producers.values()]
+
     def has_ongoing_txn(self, producer_id: int) -> bool:
         """The producer has a transaction open here (KIP-890: no verification needed)."""
         with self._lock:

@@ -276,6 +276,8 @@ class ProducerStateManager:
         """The first offset a read_committed consumer may not pass: the earliest open
         transaction, or a completed one whose marker is not yet below ``high_watermark``."""
         unrep = self.unreplicated
+        if not unrep and not self.ongoing:
+            return None
         if unrep and unrep[0].marker_offset < high_watermark:
             self.unreplicated = unrep = [t for t in unrep if t.marker_offset >= high_watermark]
         firsts = [t.first_offset for t in unrep]

@@ -7,11 +7,14 @@ This test plays the coordinator over the wire (transactional Produce, WriteTxnMa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -164,3 +167,88 @@ def test_an_open_transaction_holds_tiering_at_the_lso_until_its_marker(
         values, lso = consume_committed(conn, topic, 0)
         assert lso == 18
         assert _committed(values) == [b"o-%d" % i for i in range(18) if i not in (5, 16)]
+
+
+def test_transactional_producer_offloads_and_read_committed_consumes_from_the_leader(
+    tiered: TieredBroker,
+) -> None:
+    """Kafka's TransactionsWithTieredStoreTest / OffloadAndTxnConsumeFromLeaderTest with a
+    real transactional producer: aborted and committed transactions alternate, segments are
+    offloaded and deleted locally (nothing past the LSO), and read_committed consumers read
+    committed data only from the remote tier, across the boundary and the local tail."""
+    topic = "txn-producer-tiered"
+    tiered.create_topic(topic, 1, recipe())
+    p = Producer(
+        {"bootstrap.servers": tiered.bootstrap, "transactional.id": "tiered-1", "linger.ms": 0}
+    )
+    p.init_transactions(30)
+    committed: list[bytes] = []
+    for i in range(12):
+        p.begin_transaction()
+        values = [b"t%02d-%d" % (i, j) for j in range(2)]
+        for v in values:
+            p.produce(topic, v + PAD, partition=0)
+            p.flush(30)  # one batch per record
+        if i % 3 == 0:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed.extend(values)
+    p.flush(30)
+    end = tiered.list_offsets(topic, 0, -1)[1]
+    assert end == 36  # 24 records, 12 markers
+    wait_until(lambda: _offsets(tiered, topic)[0] >= 29, 30, what="all but the tail tiered")
+    assert _confluent_read_committed(tiered.bootstrap, topic, len(committed)) == committed
+    assert _kafka_python_read_committed(tiered.bootstrap, topic, len(committed)) == committed
+
+
+_HUNG_PRODUCER = """
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "hung",
+              "transaction.timeout.ms": 3000, "linger.ms": 0})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(3):
+    p.produce(sys.argv[2], b"hung-%d" % i + b"." * 64, partition=0)
+    p.flush(30)
+print("in-transaction", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_producer_killed_mid_transaction_is_aborted_and_tiering_resumes(
+    tmp_path: Path,
+) -> None:
+    """The producer is SIGKILLed inside its transaction: the coordinator aborts it after
+    ``transaction.timeout.ms``, the LSO moves past it and the segments after it are tiered."""
+    topic = "txn-killed"
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}
+    with tiered_broker(tmp_path, overrides) as tb:
+        tb.create_topic(topic, 1, recipe())
+        tb.produce(topic, range(2))  # 0, 1
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HUNG_PRODUCER, tb.bootstrap, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "in-transaction"
+            tb.produce(topic, range(2, 12))  # 5..14 after the hung data at 2..4
+        finally:
+            proc.kill()
+            proc.wait(10)
+        with WireConnection.to_bootstrap(tb.bootstrap) as conn:
+            assert fetch(conn, topic, 0, 0).last_stable_offset == 2
+            assert _offsets(tb, topic)[0] == -1  # [0,4] holds the open transaction
+            wait_until(
+                lambda: fetch(conn, topic, 0, 0).last_stable_offset > 2,
+                30,
+                what="the coordinator's abort of the timed-out transaction",
+            )
+            tb.produce(topic, range(12, 18))
+            wait_until(lambda: _offsets(tb, topic)[0] >= 9, 30, what="tiering resumed")
+            values, _ = consume_committed(conn, topic, 0)
+        assert not [v for v in _committed(values) if v.startswith(b"hung")]
+        assert len(values) == 18

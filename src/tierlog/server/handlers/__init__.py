@@ -22,6 +22,7 @@ from tierlog.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    producers,
     txn,
     txn_markers,
 )
@@ -53,6 +54,7 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
     ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
