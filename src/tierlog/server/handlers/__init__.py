@@ -52,7 +52,6 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
     ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
-    ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
 }

@@ -1,6 +1,6 @@
 """Transaction coordinator APIs: InitProducerId (with a transactional id), AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions; TxnOffsetCommit, which
-the group coordinator answers; and DescribeProducers, from a partition's producer state.
+AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions; and TxnOffsetCommit, which
+the group coordinator answers.
 
 The coordinator (``tierlog.server.txn.coordinator``) speaks plain values; version differences
 live here. Old request versions cannot say PRODUCER_FENCED: InitProducerId below v4 and
@@ -287,45 +287,3 @@ async def txn_offset_commit(state: BrokerState, req: Request) -> Any:
             {"partition_index": r.partition, "error_code": r.error_code}
         )
     return _resp(req, topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()])
-
-
-def _describe_partition(state: BrokerState, topic: str, index: int) -> dict[str, Any]:
-    plog = state.topics.get_log(topic, index)
-    if plog is None:
-        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    repl = state.replication
-    if repl is not None and repl.manages(topic) and repl.leader_for(topic, index)[0] is None:
-        return {"partition_index": index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}
-    entries = sorted(plog.producer_state.producers.values(), key=lambda e: e.producer_id)
-    return {
-        "partition_index": index,
-        "error_code": ErrorCode.NONE,
-        "active_producers": [
-            {
-                "producer_id": e.producer_id,
-                "producer_epoch": e.producer_epoch,
-                "last_sequence": e.last_seq,
-                "last_timestamp": e.last_timestamp,
-                "coordinator_epoch": e.coordinator_epoch,
-                "current_txn_start_offset": e.current_txn_first_offset,
-            }
-            for e in entries
-        ],
-    }
-
-
-async def describe_producers(state: BrokerState, req: Request) -> Any:
-    """DescribeProducers (KIP-664): the producer state of partitions this broker leads, which
-    ``kafka-transactions.sh`` uses to find and abort hanging transactions."""
-    return _resp(
-        req,
-        topics=[
-            {
-                "name": t.name,
-                "partitions": [
-                    _describe_partition(state, t.name, int(p)) for p in t.partition_indexes
-                ],
-            }
-            for t in req.body.topics
-        ],
-    )
