@@ -52,6 +52,7 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 
 #: Served in cluster mode only: followers truncate by leader epoch, and consumers validate

@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tierlog.log import LogError, PartitionLog
 from tierlog.protocol.records import (
@@ -33,15 +33,24 @@ from tierlog.protocol.txn_markers import marker_of_batch
 from tierlog.server.group.store import KeyValue, OffsetsStoreError
 
 
-def _next_sequence(plog: PartitionLog, producer_id: int, producer_epoch: int) -> int:
-    """The sequence a transactional offset commit must carry. Kafka skips sequence checks for
-    the coordinator's own appends; our log checks every producer batch, and the coordinator
-    is the only writer of a producer's batches on ``__consumer_offsets``, so it continues the
-    sequence the log holds (0 in a new epoch)."""
+def transactional_fields(plog: PartitionLog, producer: tuple[int, int] | None) -> dict[str, Any]:
+    """``build_batch`` arguments that put a batch in ``producer``'s transaction (none for a
+    plain write). Kafka skips sequence checks for the coordinator's own appends; our log checks
+    every producer batch, and the coordinator is the only writer of a producer's batches on
+    ``__consumer_offsets``, so it continues the sequence the log holds (0 in a new epoch)."""
+    if producer is None:
+        return {}
+    producer_id, epoch = producer
     entry = plog.producer_state.producers.get(producer_id)
-    if entry is None or entry.producer_epoch != producer_epoch:
-        return 0
-    return increment_sequence(entry.last_seq, 1) if entry.batches else 0
+    sequence = 0
+    if entry is not None and entry.producer_epoch == epoch and entry.batches:
+        sequence = increment_sequence(entry.last_seq, 1)
+    return {
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+        "base_sequence": sequence,
+        "transactional": True,
+    }
 
 
 DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
@@ -71,20 +80,43 @@ class LogOffsetsStore:
         leader_epoch: int = 0,
         compression: Compression = Compression.NONE,
         load_buffer_bytes: int = DEFAULT_LOAD_BUFFER_BYTES,
+        upper_bound: Literal["hw", "leo"] = "hw",
     ) -> None:
         self._log_for = log_for
         self._num_partitions = num_partitions
         self._leader_epoch = leader_epoch
         self._compression = compression
         self._load_buffer_bytes = load_buffer_bytes
+        self._upper_bound: Literal["hw", "leo"] = upper_bound
         self.last_load: LoadStats | None = None
         self._pending: dict[int, list[KeyValue]] = {}
 
     async def load(self) -> list[KeyValue]:
         return await asyncio.to_thread(self._load_all)
 
-    def pending_transactions(self) -> dict[int, list[KeyValue]]:
-        return self._pending
+    async def load_partition(self, partition: int) -> list[KeyValue]:
+        return await asyncio.to_thread(self._load_one, partition)
+
+    def _load_one(self, partition: int) -> list[KeyValue]:
+        out: list[KeyValue] = []
+        self._load_partition(self._log_for(partition), out)
+        return out
+
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        pending, self._pending = self._pending, {}
+        return pending
+
+    def build(
+        self, records: Sequence[KeyValue], timestamp_ms: int, txn: dict[str, Any] | None = None
+    ) -> bytes:
+        """One batch of ``records`` in the coordinator's codec (``txn``: see
+        ``transactional_fields``)."""
+        return build_batch(
+            [SimpleRecord(value=v, key=k, timestamp=timestamp_ms) for k, v in records],
+            timestamp=timestamp_ms,
+            compression=self._compression,
+            **(txn or {}),
+        )
 
     async def append(
         self,
@@ -104,20 +136,7 @@ class LogOffsetsStore:
         producer: tuple[int, int] | None,
     ) -> None:
         plog = self._log_for(partition)
-        txn: dict[str, Any] = {}
-        if producer is not None:
-            txn = {
-                "producer_id": producer[0],
-                "producer_epoch": producer[1],
-                "base_sequence": _next_sequence(plog, *producer),
-                "transactional": True,
-            }
-        batch = build_batch(
-            [SimpleRecord(value=v, key=k, timestamp=timestamp_ms) for k, v in records],
-            timestamp=timestamp_ms,
-            compression=self._compression,
-            **txn,
-        )
+        batch = self.build(records, timestamp_ms, transactional_fields(plog, producer))
         try:
             plog.append_as_leader(batch, self._leader_epoch, -1)
         except LogError as exc:
@@ -135,13 +154,13 @@ class LogOffsetsStore:
     def _load_partition(self, log: PartitionLog, out: list[KeyValue]) -> int:
         """Append the partition's keyed records to ``out``; returns the bytes read. Records of
         a transaction go to ``out`` where its COMMIT marker is, nowhere if it aborted, and to
-        ``pending_transactions`` if it is still open."""
+        ``take_pending`` if it is still open."""
         open_txns: dict[int, list[KeyValue]] = {}
         read_bytes = 0
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
-            data = log.read(offset, self._load_buffer_bytes, True)
+            data = log.read(offset, self._load_buffer_bytes, True, self._upper_bound)
             if data.size == 0:
                 break
             buf = b"".join(bytes(chunk) for chunk in data.chunks)

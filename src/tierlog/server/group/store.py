@@ -27,14 +27,19 @@ class OffsetsStoreError(Exception):
 
 class OffsetsStore(Protocol):
     """Contract: ``append`` is all-or-nothing and ordered per partition; ``load`` returns
-    every record ever appended (tombstones included) partition by partition in append order.
-    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind."""
+    every record ever appended (tombstones included) partition by partition in append order,
+    ``load_partition`` the same for one partition (a coordinator that became its leader).
+    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind; an append
+    returns once the records are as durable as the store promises (cluster mode: in the
+    ISR)."""
 
     async def load(self) -> list[KeyValue]: ...
 
-    def pending_transactions(self) -> dict[int, list[KeyValue]]:
-        """After ``load``: per producer id, the transactional records of transactions whose
-        marker was not in the log (``load`` returned those of committed ones in place)."""
+    async def load_partition(self, partition: int) -> list[KeyValue]: ...
+
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        """After a load: per producer id, the records of transactions whose marker was not in
+        the log (a load returns those of committed transactions where their marker is)."""
         ...
 
     async def append(
@@ -62,7 +67,10 @@ class MemoryOffsetsStore:
     async def load(self) -> list[KeyValue]:
         return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
 
-    def pending_transactions(self) -> dict[int, list[KeyValue]]:
+    async def load_partition(self, partition: int) -> list[KeyValue]:
+        return list(self.partitions.get(partition, []))
+
+    def take_pending(self) -> dict[int, list[KeyValue]]:
         return {}
 
     async def append(
