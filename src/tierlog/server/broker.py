@@ -45,7 +45,7 @@ from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
 from tierlog.server.topics import TopicManager
-from tierlog.server.txn_wiring import start_transactions
+from tierlog.server.txn_wiring import close_transactions, start_transactions
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +216,7 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
-            if state.txn is not None:
-                await state.txn.close()
+            await close_transactions(state)
             await state.groups.close()
             state.fetch_sessions.close()
             if state.tiering is not None:

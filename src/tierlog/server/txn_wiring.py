@@ -4,22 +4,27 @@ Kept apart from ``broker.py`` so the choices made here (the topic's forced confi
 markers go, where producer ids come from) are in one place. Single-node mode: this broker
 leads every ``__transaction_state`` partition at coordinator epoch 0, so all are loaded before
 the coordinator is published, and every marker goes over the wire to this broker's own
-listener (the same path a cluster takes).
+listener (the same path a cluster takes). Cluster mode: ``build_cluster_txn_coordinator``.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from tierlog.cluster.znodes import NO_LEADER
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import PartitionLog
+from tierlog.replication.manager import ReplicaManager
 from tierlog.replication.wire import BrokerConnection
+from tierlog.server.auto_topics import AutoTopics
+from tierlog.server.group.cluster_placement import ClusterPlacement
 from tierlog.server.group.model import TopicPartition
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.txn.config import TxnCoordinatorConfig
 from tierlog.server.txn.coordinator import TxnCoordinator
 from tierlog.server.txn.log_store import TxnLogStore
-from tierlog.server.txn.markers import Connection, Destination, MarkerChannel, Unknown
+from tierlog.server.txn.markers import Connection, Destination, MarkerChannel, Resolve, Unknown
+from tierlog.server.txn.replicated_store import ReplicatedTxnLogStore
 from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC
 from tierlog.server.txn.verifier import CoordinatorVerifier
 
@@ -100,12 +105,85 @@ async def build_txn_coordinator(state: BrokerState) -> TxnCoordinator:
     return coordinator
 
 
+def _cluster_resolve(replication: ReplicaManager) -> Resolve:
+    """A partition's leader from this broker's cluster view: None once its topic is gone,
+    ``Unknown.ENDPOINT`` while it has no live leader."""
+
+    def resolve(tp: TopicPartition) -> Destination | Unknown | None:
+        view = replication.view
+        if view is None:
+            return Unknown.ENDPOINT
+        if tp.topic not in view.topics():
+            return None
+        info = view.partition(tp.topic, tp.partition)
+        if info is None:
+            return None
+        leader = NO_LEADER if info.state is None else info.state.leader
+        broker = view.brokers().get(leader)
+        if broker is None or not broker.registration.endpoints:
+            return Unknown.ENDPOINT
+        endpoint = broker.registration.endpoints[0]
+        return Destination(leader, endpoint.host or "127.0.0.1", endpoint.port)
+
+    return resolve
+
+
+def build_cluster_txn_coordinator(
+    state: BrokerState, replication: ReplicaManager
+) -> TxnCoordinator:
+    """Cluster mode: ``__transaction_state`` is a cluster topic, created through ZooKeeper on
+    the first FindCoordinator for a transactional id with
+    ``transaction.state.log.replication.factor``; the coordinator loads a partition when this
+    broker becomes its leader and drops it when it stops; writes wait for the ISR."""
+    cfg = state.config
+    topics = state.topics
+    partitions = int(cfg.get("transaction.state.log.num.partitions"))
+
+    def log_for(partition: int) -> PartitionLog:
+        plog: PartitionLog | None = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        if plog is None:
+            raise KeyError(f"{TRANSACTION_STATE_TOPIC}-{partition} has no local replica")
+        return plog
+
+    coordinator = TxnCoordinator(
+        config=coordinator_config(cfg, partitions),
+        store=ReplicatedTxnLogStore(
+            replication,
+            log_for,
+            load_buffer_bytes=int(cfg.get("transaction.state.log.load.buffer.size")),
+        ),
+        markers=MarkerChannel(_cluster_resolve(replication), _connect),
+        allocate_producer_id=replication.allocate_producer_id,
+        placement=ClusterPlacement(
+            replication,
+            AutoTopics(replication),
+            partitions,
+            int(cfg.get("transaction.state.log.replication.factor")),
+            transaction_state_configs(cfg),
+            topic=TRANSACTION_STATE_TOPIC,
+        ),
+    )
+    coordinator.start()
+    replication.add_leadership_listener(TRANSACTION_STATE_TOPIC, coordinator)
+    return coordinator
+
+
 async def start_transactions(state: BrokerState) -> None:
     """Install the group coordinator as the listener of markers (its transactional offsets),
     KIP-890 verification (unless disabled) and, in single-node mode, the
     coordinator; cluster mode's coordinator follows leadership of ``__transaction_state``."""
     state.txn_marker_listener = state.groups
     if state.config.get("transaction.partition.verification.enable"):
-        state.txn_verifier = CoordinatorVerifier(lambda: state.txn)
+        state.txn_verifier = CoordinatorVerifier(lambda: state.txn, _connect)
     if state.replication is None:
         state.txn = await build_txn_coordinator(state)
+    else:
+        state.txn = build_cluster_txn_coordinator(state, state.replication)
+
+
+async def close_transactions(state: BrokerState) -> None:
+    """Stop the coordinator (its timers and marker channel) and the verifier's connections."""
+    if state.txn is not None:
+        await state.txn.close()
+    if isinstance(state.txn_verifier, CoordinatorVerifier):
+        await state.txn_verifier.close()

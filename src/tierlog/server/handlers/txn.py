@@ -115,6 +115,12 @@ def _check_topics(
 
 
 def _exists(state: BrokerState, tp: gm.TopicPartition) -> bool:
+    """Kafka asks its metadata cache: in cluster mode the view, which knows partitions this
+    broker hosts no replica of."""
+    repl = state.replication
+    view = None if repl is None else repl.view
+    if view is not None and repl is not None and repl.manages(tp.topic):
+        return view.partition(tp.topic, tp.partition) is not None
     info = state.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.model import TopicPartition
+from tierlog.server.group.placement import CoordinatorPlacement
 from tierlog.server.txn import admin
 from tierlog.server.txn import state as sm
 from tierlog.server.txn.config import TxnCoordinatorConfig
@@ -39,7 +40,6 @@ from tierlog.server.txn.load import awaiting_markers, load_records
 from tierlog.server.txn.log_store import TxnStore, map_append_error
 from tierlog.server.txn.markers import MarkerChannel
 from tierlog.server.txn.schema import (
-    TxnSchemaError,
     coordinator_partition,
     encode_key,
     encode_value,
@@ -84,7 +84,10 @@ class TxnCoordinator:
         markers: MarkerChannel,
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        placement: CoordinatorPlacement | None = None,
     ) -> None:
+        #: Cluster mode: where the coordinator of an id is (FindCoordinator, verification).
+        self.placement = placement
         self._config = config
         self._store = store
         self._markers = markers
@@ -145,14 +148,22 @@ class TxnCoordinator:
     async def load(self, partition: int, coordinator_epoch: int) -> None:
         """This broker became leader of ``__transaction_state-<partition>`` at
         ``coordinator_epoch``: read its ids, then resend the markers of every Prepare*."""
+        await self._finish_load(partition, self._begin_load(partition, coordinator_epoch))
+
+    def _begin_load(self, partition: int, coordinator_epoch: int) -> _Owned:
+        """From now on the partition's ids answer COORDINATOR_LOAD_IN_PROGRESS."""
         self._markers.drop_owner(partition)
         owned = _Owned(coordinator_epoch)
         self._owned[partition] = owned
+        return owned
+
+    async def _finish_load(self, partition: int, owned: _Owned) -> None:
+        coordinator_epoch = owned.coordinator_epoch
         started = time.monotonic()
         try:
             records = await self._store.load(partition)
             cache = load_records(records)
-        except (KeyError, TxnSchemaError):
+        except Exception:
             log.exception("cannot load __transaction_state-%d", partition)
             if self._owned.get(partition) is owned:
                 del self._owned[partition]
@@ -170,6 +181,25 @@ class TxnCoordinator:
         )
         for meta in awaiting_markers(cache):
             self._spawn(self._send_markers(partition, coordinator_epoch, meta.transactional_id))
+
+    # Kafka's onElection/onResignation, as a replication leadership listener (cluster mode).
+
+    def became_leader(self, partition: int, leader_epoch: int) -> None:
+        """Load the partition in the background at coordinator epoch ``leader_epoch``; an
+        owned partition re-elected at a newer epoch keeps its ids and takes the new epoch."""
+        if self._closed:
+            return
+        owned = self._owned.get(partition)
+        if owned is not None and not owned.loading and owned.coordinator_epoch <= leader_epoch:
+            owned.coordinator_epoch = leader_epoch
+            return
+        self._spawn(self._finish_load(partition, self._begin_load(partition, leader_epoch)))
+
+    def became_follower(self, partition: int, leader_epoch: int) -> None:
+        self.unload(partition)
+
+    def stopped(self, partition: int) -> None:
+        self.unload(partition)
 
     def unload(self, partition: int) -> None:
         """This broker stopped leading ``__transaction_state-<partition>``."""
@@ -238,6 +268,14 @@ class TxnCoordinator:
             if m is not None and m.state is meta.state and tp in m.partitions:
                 owned.cache[tid] = sm.marker_written(m, tp)
 
+        log.info(
+            "writing %s markers of %r (producer %d epoch %d) to %d partitions",
+            "COMMIT" if meta.state is sm.TxnState.PREPARE_COMMIT else "ABORT",
+            tid,
+            meta.producer_id,
+            meta.producer_epoch,
+            len(meta.partitions),
+        )
         ok = await self._markers.write(
             partition,
             meta.producer_id,

@@ -111,7 +111,7 @@ class TxnLogStore:
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
-            data = plog.read(offset, self._load_buffer_bytes, True)
+            data = plog.read(offset, self._load_buffer_bytes, True, "leo")
             if data.size == 0:
                 break
             buf = b"".join(bytes(chunk) for chunk in data.chunks)

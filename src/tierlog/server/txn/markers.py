@@ -285,6 +285,7 @@ class MarkerChannel:
                 abandoned.add((job.producer_id, job.producer_epoch))
                 job.settle(Outcome.ABANDONED)
             elif code in _RETRIABLE:
+                log.info("marker for %s: %s; retrying", job.partition, code.name)
                 retry.append(job)
             else:
                 log.error("marker for %s failed with %s; retrying", job.partition, code.name)
