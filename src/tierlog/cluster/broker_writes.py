@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from tierlog.cluster import paths
 from tierlog.cluster.producer_id_blocks import ProducerIdBlock, claim_block
-from tierlog.cluster.znodes import TopicConfigOverrides, ZnodeFormatError
+from tierlog.cluster.znodes import TopicAssignment, TopicConfigOverrides, ZnodeFormatError
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +87,32 @@ def shared_cluster_id(zk: KazooClient, local: str) -> str:
     except (ValueError, KeyError, TypeError):
         log.error("ignoring malformed %s", paths.CLUSTER_ID)
         return local
+
+
+def create_topic_znodes(
+    zk: KazooClient,
+    name: str,
+    topic_id: str,
+    assignment: Mapping[int, Sequence[int]],
+    config: Mapping[str, str],
+) -> bool:
+    """Kafka's ZK-mode auto-creation by a broker (``AdminZkClient.createTopic``): the
+    topic's config and assignment, in one multi-op; the controller writes the partitions'
+    first states when its view shows the topic. False when the topic exists already."""
+    record = TopicAssignment(
+        partitions={p: tuple(r) for p, r in assignment.items()}, topic_id=topic_id
+    )
+    tx = zk.transaction()
+    tx.create(paths.topic_config(name), TopicConfigOverrides(config).encode())
+    tx.create(paths.topic(name), record.encode())
+    tx.create(paths.topic_partitions(name))
+    try:
+        results = tx.commit()
+    except (KazooException, OSError) as e:
+        raise ZooKeeperError(repr(e)) from e
+    failed = [r for r in results if isinstance(r, Exception)]
+    if any(isinstance(r, NodeExistsError) for r in failed):
+        return False
+    if failed:
+        raise ZooKeeperError(repr(failed[0]))
+    return True

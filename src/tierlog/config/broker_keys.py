@@ -297,9 +297,16 @@ BROKER_KEYS.add(
         "offsets.topic.replication.factor",
         SHORT,
         3,
-        "Accepted for compatibility.",
+        "Cluster mode: replicas of __consumer_offsets; until that many brokers are live it "
+        "is not created and FindCoordinator answers COORDINATOR_NOT_AVAILABLE.",
         at_least(1),
-        no_effect=True,
+    ),
+    K(
+        "offsets.commit.timeout.ms",
+        INT,
+        5000,
+        "Cluster mode: how long an offset commit or group write waits for the ISR.",
+        at_least(1),
     ),
     K(
         "offsets.retention.minutes",

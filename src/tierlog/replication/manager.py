@@ -15,6 +15,11 @@ the manager creates the local topic (its id and config overrides from ZooKeeper)
 ISR changes are the leader's (Kafka's ZK-direct mode, L-18): a conditional ``setData`` of
 the state znode on the partition epoch the leader holds, keeping the leader epoch; a failed
 condition means the state moved on, and the view brings the new one.
+
+Leadership listeners (``add_leadership_listener``) are the seam through which the
+coordinators that live on an internal topic (the group coordinator on
+``__consumer_offsets``, and the transaction coordinator on ``__transaction_state`` in the
+same way) follow leadership of that topic's partitions; see ``LeadershipListener``.
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
+#: Internal topics that are cluster topics: created through ZooKeeper and replicated.
+REPLICATED_INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
 
 class LocalTopics(Protocol):
     """The broker's topic manager as replication uses it: local topics and their logs."""
@@ -83,6 +91,33 @@ class LocalTopics(Protocol):
         validate_only: bool = False,
         topic_id: uuid.UUID | None = None,
     ) -> Any: ...
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker's role for a partition of one topic changes.
+
+    Kafka's ``onLeadershipChange`` / ``onResignation`` callbacks of its coordinators: a
+    coordinator whose state lives in a topic (groups in ``__consumer_offsets``, transactions
+    in ``__transaction_state``) loads a partition when this broker becomes its leader and
+    drops what it loaded when the broker stops leading it.
+
+    Guarantees: every call runs on the event loop, synchronously inside the application of a
+    partition state, so the calls for one partition arrive in leader-epoch order (a state is
+    applied only when its epoch is higher, and a transition is reported once per epoch).
+    ``became_leader`` is called once the ``Partition`` leads at ``leader_epoch`` (appends
+    through it are stamped with that epoch); ``became_follower`` when a newer epoch makes
+    another broker, or no broker, the leader; ``stopped`` when this broker no longer holds a
+    replica (the topic was deleted or the replica moved away). A listener added while
+    partitions exist is told their current role at once. Calls must not block: start the
+    work (a load) as a task and check the epoch when it ends, as a newer call may have come
+    meanwhile. An exception raised by a listener is logged and does not stop replication.
+    """
+
+    def became_leader(self, partition: int, leader_epoch: int) -> None: ...
+
+    def became_follower(self, partition: int, leader_epoch: int) -> None: ...
+
+    def stopped(self, partition: int) -> None: ...
 
 
 def _now_ms() -> int:
@@ -132,6 +167,7 @@ class ReplicaManager:
             backoff_ms=int(config.get("replica.fetch.backoff.ms")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
+        self._leadership: dict[str, list[LeadershipListener]] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
     @property
@@ -223,14 +259,44 @@ class ReplicaManager:
         if not task.cancelled() and task.exception() is not None:
             log.error("replication task failed", exc_info=task.exception())
 
+    # ---- leadership listeners -------------------------------------------------------------
+    def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
+        """Follow this broker's role for ``topic``'s partitions (see ``LeadershipListener``);
+        the partitions held now are reported at once, in index order."""
+        self._leadership.setdefault(topic, []).append(listener)
+        for key in sorted(k for k in self.partitions if k[0] == topic):
+            p = self.partitions[key]
+            if p.is_leader:
+                self._tell(listener.became_leader, p.index, p.leader_epoch)
+            elif p.leader_epoch >= 0:
+                self._tell(listener.became_follower, p.index, p.leader_epoch)
+
+    def remove_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
+        listeners = self._leadership.get(topic, [])
+        if listener in listeners:
+            listeners.remove(listener)
+
+    def _notify_leadership(self, p: Partition) -> None:
+        for listener in list(self._leadership.get(p.topic, ())):
+            if p.is_leader:
+                self._tell(listener.became_leader, p.index, p.leader_epoch)
+            else:
+                self._tell(listener.became_follower, p.index, p.leader_epoch)
+
+    @staticmethod
+    def _tell(call: Callable[..., None], *args: int) -> None:
+        try:
+            call(*args)
+        except Exception:
+            log.exception("leadership listener %r failed", call)
+
     # ---- what handlers ask ---------------------------------------------------------------
     def manages(self, topic: str) -> bool:
         """A topic of the cluster (its replicas follow ZooKeeper): every topic but the
-        internal ones, which stay local to each broker for now (the group coordinator's
-        ``__consumer_offsets``, ``__remote_log_metadata``) and keep the single-node paths.
-        A topic the cluster does not know (deleted, or not created yet) is never served
-        from a local leftover."""
-        return topic not in INTERNAL_TOPICS
+        internal ones not replicated yet, which stay local to each broker and keep the
+        single-node paths. A topic the cluster does not know (deleted, or not created yet)
+        is never served from a local leftover."""
+        return topic not in INTERNAL_TOPICS or topic in REPLICATED_INTERNAL_TOPICS
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -428,6 +494,8 @@ class ReplicaManager:
                 self._remove_from_fetchers(key)
             elif changed:
                 self._add_to_fetcher(p)
+        if changed:
+            self._notify_leadership(p)
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
@@ -435,6 +503,8 @@ class ReplicaManager:
         if p is not None:
             p.leader = NO_LEADER
             self._check_produces(p)
+            for listener in list(self._leadership.get(key[0], ())):
+                self._tell(listener.stopped, key[1])
 
     # ---- fetchers ------------------------------------------------------------------------
     def _add_to_fetcher(self, p: Partition) -> None:

@@ -116,6 +116,7 @@ class Broker:
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))
         advertised = self._advertised(self.bound[1])
+        replication = replication_for(cfg, topics, logs, purgatory.notify)
         state = BrokerState(
             config=cfg,
             cluster_id=cluster_id,
@@ -123,11 +124,11 @@ class Broker:
             logs=logs,
             purgatory=purgatory,
             producer_ids=producer_ids,
-            groups=await build_group_coordinator(cfg, topics, advertised),
+            groups=await build_group_coordinator(cfg, topics, advertised, replication),
             advertised=advertised,
             fetch_sessions=fetch_sessions,
             tiering=tiering,
-            replication=replication_for(cfg, topics, logs, purgatory.notify),
+            replication=replication,
         )
         self.state = state
         register_all(router, state)

@@ -1,7 +1,10 @@
 """Building the group coordinator from broker config.
 
 Kept apart from ``broker.py`` so the choice of offsets store (log-backed
-``__consumer_offsets`` when available) is made in one place.
+``__consumer_offsets`` when available) is made in one place. In cluster mode the topic is a
+cluster topic (created through ZooKeeper on the first FindCoordinator, replicated with
+``offsets.topic.replication.factor``), the coordinator follows the leadership of its
+partitions, and writes wait for the ISR.
 """
 
 from __future__ import annotations
@@ -11,13 +14,19 @@ from typing import Any
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.topic import render_overrides
 from tierlog.protocol.records import Compression
+from tierlog.replication.manager import ReplicaManager
+from tierlog.server.auto_topics import AutoTopics
 from tierlog.server.group import (
     OFFSETS_TOPIC,
     CoordinatorNode,
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
+from tierlog.server.group.cluster_placement import ClusterPlacement
 from tierlog.server.group.log_store import LogOffsetsStore
+from tierlog.server.group.placement import CoordinatorPlacement
+from tierlog.server.group.replicated_store import ReplicatedOffsetsStore
+from tierlog.server.group.store import OffsetsStore
 from tierlog.server.topics import TopicManager
 
 #: What a ``__consumer_offsets`` created before it was compacted was given; such a topic
@@ -50,14 +59,20 @@ def _ensure_offsets_topic(cfg: BrokerConfig, topics: TopicManager) -> int:
 
 
 async def build_group_coordinator(
-    cfg: BrokerConfig, topics: TopicManager, advertised: tuple[str, int]
+    cfg: BrokerConfig,
+    topics: TopicManager,
+    advertised: tuple[str, int],
+    replication: ReplicaManager | None = None,
 ) -> GroupCoordinator:
     host, port = advertised
 
     def partition_exists(topic: str, partition: int) -> bool:
+        """Kafka asks its metadata cache: in cluster mode the view, which knows a topic
+        before this broker has created its local logs (or hosts none of its replicas)."""
+        view = None if replication is None else replication.view
+        if view is not None and replication is not None and replication.manages(topic):
+            return view.partition(topic, partition) is not None
         return topics.get_log(topic, partition) is not None
-
-    partitions = _ensure_offsets_topic(cfg, topics)
 
     def log_for(partition: int) -> Any:
         plog = topics.get_log(OFFSETS_TOPIC, partition)
@@ -65,14 +80,36 @@ async def build_group_coordinator(
             raise KeyError(f"{OFFSETS_TOPIC}-{partition} does not exist")
         return plog
 
-    coordinator = GroupCoordinator(
-        node=CoordinatorNode(cfg.node_id, host, port),
-        store=LogOffsetsStore(
+    compression = Compression(int(cfg.get("offsets.topic.compression.codec")))
+    load_buffer_bytes = int(cfg.get("offsets.load.buffer.size"))
+    store: OffsetsStore
+    placement: CoordinatorPlacement | None = None
+    if replication is None:
+        partitions = _ensure_offsets_topic(cfg, topics)
+        store = LogOffsetsStore(
+            log_for, partitions, compression=compression, load_buffer_bytes=load_buffer_bytes
+        )
+    else:
+        partitions = cfg.offsets_topic_num_partitions
+        store = ReplicatedOffsetsStore(
+            replication,
             log_for,
             partitions,
-            compression=Compression(int(cfg.get("offsets.topic.compression.codec"))),
-            load_buffer_bytes=int(cfg.get("offsets.load.buffer.size")),
-        ),
+            commit_timeout_ms=int(cfg.get("offsets.commit.timeout.ms")),
+            compression=compression,
+            load_buffer_bytes=load_buffer_bytes,
+        )
+        placement = ClusterPlacement(
+            replication,
+            AutoTopics(replication),
+            partitions,
+            int(cfg.get("offsets.topic.replication.factor")),
+            offsets_topic_configs(cfg),
+        )
+
+    coordinator = GroupCoordinator(
+        node=CoordinatorNode(cfg.node_id, host, port),
+        store=store,
         config=GroupCoordinatorConfig(
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
@@ -82,6 +119,9 @@ async def build_group_coordinator(
             offsets_retention_check_interval_ms=int(cfg.get("offsets.retention.check.interval.ms")),
         ),
         partition_exists=partition_exists,
+        placement=placement,
     )
     await coordinator.start()
+    if replication is not None:
+        replication.add_leadership_listener(OFFSETS_TOPIC, coordinator)
     return coordinator

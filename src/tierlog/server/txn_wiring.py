@@ -101,8 +101,10 @@ async def build_txn_coordinator(state: BrokerState) -> TxnCoordinator:
 
 
 async def start_transactions(state: BrokerState) -> None:
-    """Install KIP-890 verification (unless disabled) and, in single-node mode, the
+    """Install the group coordinator as the listener of markers (its transactional offsets),
+    KIP-890 verification (unless disabled) and, in single-node mode, the
     coordinator; cluster mode's coordinator follows leadership of ``__transaction_state``."""
+    state.txn_marker_listener = state.groups
     if state.config.get("transaction.partition.verification.enable"):
         state.txn_verifier = CoordinatorVerifier(lambda: state.txn)
     if state.replication is None:

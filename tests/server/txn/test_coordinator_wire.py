@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tests.helpers.txn_wire import produce_txn
 from tierlog.client import WireConnection, parse_bootstrap
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
@@ -251,3 +252,33 @@ def test_state_survives_kill_and_prepared_commit_completes(
         assert _describe(broker, "txn-k").transaction_state == "CompleteCommit"
         pid2, epoch2 = _init_ok(conn, "txn-k")
         assert (pid2, epoch2) == (pid, epoch + 1)
+
+
+def _producers(conn: WireConnection, topic: str, partition: int) -> list[Any]:
+    r = conn.call(
+        ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": topic, "partition_indexes": [partition]}]
+    )
+    p = r.topics[0].partitions[0]
+    assert p.error_code == 0
+    return list(p.active_producers)
+
+
+def test_describe_producers_shows_the_open_transaction(broker: BrokerProcess) -> None:
+    with _connect(broker) as conn:
+        assert conn.create_topic("t", 1)[0] == 0
+        pid, epoch = _init_ok(conn, "txn-p")
+        assert _add(conn, "txn-p", pid, epoch, "t", [0]) == [0]
+        code, base = produce_txn(
+            conn, "t", 0, [b"a", b"b"], producer_id=pid, epoch=epoch, transactional_id="txn-p"
+        )
+        assert (code, base) == (0, 0)
+        (p,) = _producers(conn, "t", 0)
+        assert (p.producer_id, p.producer_epoch, p.last_sequence) == (pid, epoch, 1)
+        assert p.current_txn_start_offset == 0
+        assert _end(conn, "txn-p", pid, epoch, commit=True) == 0
+        wait_until(
+            lambda: _producers(conn, "t", 0)[0].current_txn_start_offset == -1,
+            timeout_s=20,
+            what="the commit marker",
+        )
+        assert _producers(conn, "t", 0)[0].coordinator_epoch == 0

@@ -7,6 +7,16 @@ records the state machine asks for to ``__consumer_offsets`` through an ``Offset
 All of it runs on the event loop thread: there are no locks around group state because no
 code path awaits between reading a group and acting on what it read, except the writes,
 which re-check the group afterwards.
+
+Which groups this broker coordinates is decided per ``__consumer_offsets`` partition. A
+single node owns every partition and loads them all in ``start``. In cluster mode the
+coordinator is a ``LeadershipListener`` of that topic: ``became_leader`` loads the
+partition's groups in the background (their requests answer COORDINATOR_LOAD_IN_PROGRESS
+until it is done), ``became_follower`` and ``stopped`` drop them (requests answer
+NOT_COORDINATOR, and waiting joins and syncs are answered NOT_COORDINATOR at once), and
+``placement`` tells FindCoordinator which broker leads a partition. A write checks
+afterwards that the partition is still owned by the load it started under (a re-election of
+this broker at a higher epoch keeps the ownership; a resignation in between does not).
 """
 
 from __future__ import annotations
@@ -59,7 +69,9 @@ from tierlog.server.group.model import (
     SyncGroupResponse,
     TopicPartition,
 )
+from tierlog.server.group.placement import CoordinatorPlacement
 from tierlog.server.group.schema import (
+    OFFSETS_TOPIC,
     CommittedOffset,
     GroupRecord,
     OffsetKey,
@@ -75,10 +87,16 @@ from tierlog.server.group.schema import (
 )
 from tierlog.server.group.state import DEAD, EMPTY, Group, check_join_request
 from tierlog.server.group.store import KeyValue, OffsetsStore, OffsetsStoreError
+from tierlog.server.group.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+#: Kinds of ``__consumer_offsets`` writes, whose failures Kafka answers differently.
+_COMMIT = "commit"
+_GROUP_METADATA = "group"
+_TOMBSTONES = "tombstones"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,34 +123,62 @@ class GroupCoordinator:
         config: GroupCoordinatorConfig | None = None,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         partition_exists: Callable[[str, int], bool] | None = None,
+        placement: CoordinatorPlacement | None = None,
     ) -> None:
         self._node = node
         self._store = store
         self._config = config or GroupCoordinatorConfig()
         self._now = clock_ms
         self._partition_exists = partition_exists
+        self._placement = placement
         self._groups: dict[str, Group] = {}
+        self._owned: dict[int, int] = {}
+        """Loaded ``__consumer_offsets`` partitions -> the load generation that owns them."""
+        self._loading: dict[int, tuple[int, int]] = {}
+        """Partitions being loaded -> (load generation, leader epoch)."""
+        self._waiting_group: dict[int, str] = {}
+        """Token of a parked join or sync -> its group (answered when the group unloads)."""
         self._tokens = itertools.count(1)
         self._join_waiters: dict[int, asyncio.Future[JoinGroupResponse]] = {}
         self._sync_waiters: dict[int, asyncio.Future[SyncGroupResponse]] = {}
         self._timers: dict[str, tuple[int, asyncio.TimerHandle]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._write_lock = asyncio.Lock()
+        self._write_locks: dict[int, asyncio.Lock] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
         self._started = False
         self._closed = False
+        self._txn_offsets = PendingTxnOffsets()
+        self._seq = itertools.count()
+        self._plain_seq: dict[tuple[str, TopicPartition], int] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Replay ``__consumer_offsets`` into groups, then start the offset-retention timer.
+        """Single node: replay ``__consumer_offsets`` into groups. Cluster mode (a
+        ``placement``): nothing is owned until ``became_leader``. Then start the
+        offset-retention timer."""
+        if self._placement is None:
+            started = time.monotonic()
+            records = await self._store.load()
+            self._restore(records)
+            self._restore_pending()
+            self._owned = dict.fromkeys(range(self._config.offsets_topic_num_partitions), 0)
+            log.info(
+                "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
+                len(self._groups),
+                len(records),
+                (time.monotonic() - started) * 1000,
+            )
+        self._started = True
+        self._schedule_retention()
+
+    def _restore(self, records: Sequence[KeyValue]) -> None:
+        """Rebuild groups from records of ``__consumer_offsets``.
 
         The records come in append order per partition, so the last record of a key wins and
         a tombstone removes what came before it: on a compacted log that is the same state
         as replaying the whole history.
         """
-        started = time.monotonic()
-        records = await self._store.load()
         offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         metadata: dict[str, GroupRecord | None] = {}
         for raw_key, raw_value in records:
@@ -158,14 +204,118 @@ class GroupCoordinator:
             group = Group.restore(group_id, record, group_offsets, self._config, now)
             self._groups[group_id] = group
             self._rearm(group)
-        self._started = True
-        self._schedule_retention()
+
+    # --- leadership of __consumer_offsets partitions (cluster mode) ---------------------------
+
+    def became_leader(self, partition: int, leader_epoch: int) -> None:
+        """Own ``partition`` from now on: load its groups in the background (Kafka's
+        ``onElection``); a partition already owned or loading stays as it is."""
+        if self._closed:
+            return
+        if partition in self._owned:
+            return
+        loading = self._loading.get(partition)
+        if loading is not None:
+            self._loading[partition] = (loading[0], leader_epoch)
+            return
+        generation = next(self._tokens)
+        self._loading[partition] = (generation, leader_epoch)
+        self._spawn(self._load(partition, generation))
+
+    def became_follower(self, partition: int, leader_epoch: int) -> None:
+        """Another broker (or none) leads ``partition`` now: drop its groups (Kafka's
+        ``onResignation``)."""
+        self._unload(partition)
+
+    def stopped(self, partition: int) -> None:
+        self._unload(partition)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    async def _load(self, partition: int, generation: int) -> None:
+        started = time.monotonic()
+        try:
+            records = await self._store.load_partition(partition)
+        except Exception:
+            log.exception("loading __consumer_offsets-%d failed", partition)
+            if self._loading.get(partition, (None,))[0] == generation:
+                del self._loading[partition]
+            return
+        current = self._loading.get(partition)
+        if current is None or current[0] != generation or self._closed:
+            return
+        del self._loading[partition]
+        before = len(self._groups)
+        self._restore(records)
+        self._restore_pending()
+        self._owned[partition] = generation
         log.info(
-            "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
-            len(self._groups),
+            "__consumer_offsets-%d loaded at leader epoch %d: %d groups from %d records in %.2f ms",
+            partition,
+            current[1],
+            len(self._groups) - before,
             len(records),
             (time.monotonic() - started) * 1000,
         )
+
+    def _unload(self, partition: int) -> None:
+        self._loading.pop(partition, None)
+        owned = self._owned.pop(partition, None) is not None
+        n = self._config.offsets_topic_num_partitions
+        dropped = {g for g in self._groups if partition_for(g, n) == partition}
+        for group_id in dropped:
+            del self._groups[group_id]
+            timer = self._timers.pop(group_id, None)
+            if timer is not None:
+                timer[1].cancel()
+        for token, group_id in list(self._waiting_group.items()):
+            if group_id not in dropped:
+                continue
+            jf = self._join_waiters.pop(token, None)
+            if jf is not None and not jf.done():
+                jf.set_result(JoinGroupResponse(error_code=ErrorCode.NOT_COORDINATOR))
+            sf = self._sync_waiters.pop(token, None)
+            if sf is not None and not sf.done():
+                sf.set_result(SyncGroupResponse(error_code=ErrorCode.NOT_COORDINATOR))
+        if owned or dropped:
+            log.info("__consumer_offsets-%d unloaded: %d groups dropped", partition, len(dropped))
+
+    def _restore_pending(self) -> None:
+        """Transactional offsets whose marker the load did not find: pending again."""
+        for producer_id, records in self._store.take_pending().items():
+            for raw_key, raw_value in records:
+                key = decode_key(raw_key)
+                if isinstance(key, OffsetKey) and raw_value is not None:
+                    self._txn_offsets.add(
+                        producer_id,
+                        key.group_id,
+                        {key.topic_partition: decode_offset_value(raw_value)},
+                        next(self._seq),
+                    )
+
+    def on_marker(
+        self, topic: str, partition: int, producer_id: int, committed: bool, marker_offset: int
+    ) -> None:
+        """A transaction marker landed on ``__consumer_offsets-<partition>``: materialise
+        (COMMIT) or drop (ABORT) the producer's pending transactional offsets of that
+        partition's groups."""
+        if topic != OFFSETS_TOPIC:
+            return
+        n = self._config.offsets_topic_num_partitions
+        taken = self._txn_offsets.complete(producer_id, lambda g: partition_for(g, n) == partition)
+        if not committed:
+            return
+        for group_id, offsets in taken.items():
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = Group(group_id, self._config, self._now())
+            for tp, pending in offsets.items():
+                if self._plain_seq.get((group_id, tp), -1) < pending.sequence:
+                    group.offsets[tp] = pending.offset
 
     async def close(self) -> None:
         """Stop timers, fail every waiting request, and wait for writes in flight."""
@@ -186,11 +336,20 @@ class GroupCoordinator:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _unavailable(self) -> ErrorCode | None:
+    def _unavailable(self, group_id: str | None = None) -> ErrorCode | None:
+        """Kafka's ``validateGroupStatus``: not this broker's group (NOT_COORDINATOR) or its
+        partition still loading (COORDINATOR_LOAD_IN_PROGRESS); None when it may be served."""
         if self._closed:
             return ErrorCode.NOT_COORDINATOR
         if not self._started:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not group_id:
+            return None
+        partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self._owned:
+            return ErrorCode.NOT_COORDINATOR
         return None
 
     # --- FindCoordinator ----------------------------------------------------------------------
@@ -199,7 +358,10 @@ class GroupCoordinator:
         valid = req.key_type in (CoordinatorKeyType.GROUP, CoordinatorKeyType.TRANSACTION)
         entries = []
         for key in req.keys:
-            if valid:
+            if valid and self._placement is not None and req.key_type == CoordinatorKeyType.GROUP:
+                partition = partition_for(key, self._config.offsets_topic_num_partitions)
+                entries.append(await self._placement.coordinator_for(key, partition))
+            elif valid:
                 entries.append(
                     CoordinatorEntry(
                         key=key,
@@ -225,7 +387,7 @@ class GroupCoordinator:
 
     async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
         """Long-polls until the rebalance this join takes part in completes."""
-        error = self._unavailable() or check_join_request(req, self._config)
+        error = self._unavailable(req.group_id) or check_join_request(req, self._config)
         if error is not ErrorCode.NONE:
             return JoinGroupResponse(error_code=error, member_id=req.member_id)
         group = self._groups.get(req.group_id)
@@ -249,6 +411,7 @@ class GroupCoordinator:
         future: asyncio.Future[R] | None = None
         if reply is None:
             future = waiters[token] = asyncio.get_running_loop().create_future()
+            self._waiting_group[token] = group.group_id
         self._after(group)
         if reply is not None:
             return reply
@@ -257,10 +420,11 @@ class GroupCoordinator:
             return await future
         finally:
             waiters.pop(token, None)
+            self._waiting_group.pop(token, None)
 
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
         """Followers long-poll until the leader's assignment for this generation is written."""
-        error = self._unavailable()
+        error = self._unavailable(req.group_id)
         if error is not None:
             return SyncGroupResponse(error_code=error)
         if not req.group_id:
@@ -273,7 +437,7 @@ class GroupCoordinator:
         return await self._reply_or_wait(group, reply, token, self._sync_waiters)
 
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
-        error = self._unavailable()
+        error = self._unavailable(req.group_id)
         if error is not None:
             return HeartbeatResponse(error_code=error)
         if not req.group_id:
@@ -286,7 +450,7 @@ class GroupCoordinator:
         return HeartbeatResponse(error_code=code)
 
     async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
-        error = self._unavailable()
+        error = self._unavailable(req.group_id)
         if error is not None:
             return LeaveGroupResponse(error_code=error)
         if not req.group_id:
@@ -312,7 +476,12 @@ class GroupCoordinator:
 
     # --- offsets ------------------------------------------------------------------------------
 
-    async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    async def commit_offsets(
+        self, req: OffsetCommitRequest, producer: tuple[int, int] | None = None
+    ) -> OffsetCommitResponse:
+        """OffsetCommit; with ``producer`` (id, epoch) TxnOffsetCommit, whose offsets are
+        written into that producer's transaction and stay pending until its marker."""
+
         def every(code: ErrorCode) -> OffsetCommitResponse:
             return OffsetCommitResponse(
                 partitions=tuple(
@@ -323,7 +492,7 @@ class GroupCoordinator:
                 )
             )
 
-        error = self._unavailable()
+        error = self._unavailable(req.group_id)
         if error is not None:
             return every(error)
         if not req.group_id:
@@ -359,10 +528,11 @@ class GroupCoordinator:
             records = [
                 (offset_key(group.group_id, tp), offset_value(v)) for tp, v in accepted.items()
             ]
-            write_error = await self._write(group.group_id, records, now)
+            write_error = await self._write(
+                group.group_id, records, now, kind=_COMMIT, producer=producer
+            )
             if write_error is ErrorCode.NONE:
-                if self._groups.get(group.group_id) is group and group.state is not DEAD:
-                    group.offsets.update(accepted)
+                self._committed(group, accepted, producer)
             else:
                 for tp in accepted:
                     results[tp] = write_error
@@ -377,12 +547,32 @@ class GroupCoordinator:
             )
         )
 
+    def _committed(
+        self,
+        group: Group,
+        accepted: dict[TopicPartition, CommittedOffset],
+        producer: tuple[int, int] | None,
+    ) -> None:
+        """Offsets are written: applied now, or pending in ``producer``'s transaction."""
+        seq = next(self._seq)
+        if producer is not None:
+            self._txn_offsets.add(producer[0], group.group_id, accepted, seq)
+            return
+        for tp in accepted:
+            self._plain_seq[(group.group_id, tp)] = seq
+        if self._groups.get(group.group_id) is group and group.state is not DEAD:
+            group.offsets.update(accepted)
+
     async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
-        error = self._unavailable()
-        return OffsetFetchResponse(groups=tuple(self._fetch_group(g, error) for g in req.groups))
+        return OffsetFetchResponse(
+            groups=tuple(
+                self._fetch_group(g, self._unavailable(g.group_id), req.require_stable)
+                for g in req.groups
+            )
+        )
 
     def _fetch_group(
-        self, req: OffsetFetchGroup, error: ErrorCode | None
+        self, req: OffsetFetchGroup, error: ErrorCode | None, require_stable: bool = False
     ) -> OffsetFetchGroupResult:
         if error is not None:
             return OffsetFetchGroupResult(group_id=req.group_id, error_code=error)
@@ -396,7 +586,15 @@ class GroupCoordinator:
         partitions = []
         for tp in wanted:
             c = committed.get(tp)
-            if c is None:
+            if require_stable and self._txn_offsets.is_pending(req.group_id, tp):
+                partitions.append(
+                    FetchedOffset(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                    )
+                )
+            elif c is None:
                 partitions.append(
                     FetchedOffset(
                         topic=tp.topic,
@@ -424,6 +622,8 @@ class GroupCoordinator:
 
     async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
         error = self._unavailable()
+        if error is None and self._loading:
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if error is not None:
             return ListGroupsResponse(error_code=error, groups=())
         states = {s.lower() for s in req.states_filter}
@@ -442,9 +642,9 @@ class GroupCoordinator:
         return ListGroupsResponse(error_code=ErrorCode.NONE, groups=listed)
 
     async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-        error = self._unavailable()
         described = []
         for group_id in req.group_ids:
+            error = self._unavailable(group_id)
             group = self._groups.get(group_id)
             if error is not None or not group_id:
                 code = error if error is not None else ErrorCode.INVALID_GROUP_ID
@@ -460,9 +660,9 @@ class GroupCoordinator:
         return DescribeGroupsResponse(groups=tuple(described))
 
     async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-        error = self._unavailable()
         results = []
         for group_id in req.group_ids:
+            error = self._unavailable(group_id)
             group = self._groups.get(group_id)
             if error is not None:
                 code = error
@@ -481,7 +681,7 @@ class GroupCoordinator:
         """OffsetDelete: tombstones for the offsets the group may lose (see
         ``Group.offsets_to_delete``); partitions of topics this broker does not host answer
         UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request handler does before asking the group."""
-        error = self._unavailable()
+        error = self._unavailable(req.group_id)
         if error is not None:
             return OffsetDeleteResponse(error_code=error)
         if not req.group_id:
@@ -570,7 +770,10 @@ class GroupCoordinator:
 
     async def _persist_assignment(self, group: Group, generation: int, record: GroupRecord) -> None:
         error = await self._write(
-            group.group_id, [(group_key(group.group_id), group_value(record))], self._now()
+            group.group_id,
+            [(group_key(group.group_id), group_value(record))],
+            self._now(),
+            kind=_GROUP_METADATA,
         )
         group.assignment_persisted(generation, error, self._now())
         self._after(group)
@@ -578,17 +781,33 @@ class GroupCoordinator:
     async def _store_group(self, group_id: str, record: GroupRecord) -> None:
         await self._write(group_id, [(group_key(group_id), group_value(record))], self._now())
 
-    async def _write(self, group_id: str, records: Sequence[KeyValue], now: int) -> ErrorCode:
-        """Append in call order; a failed append becomes the code Kafka would answer with."""
+    async def _write(
+        self,
+        group_id: str,
+        records: Sequence[KeyValue],
+        now: int,
+        *,
+        kind: str = _TOMBSTONES,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Append in call order per partition; a failed append becomes the code Kafka would
+        answer with for that ``kind`` of write (see ``_coordinator_error``). A partition that
+        changed hands meanwhile answers NOT_COORDINATOR."""
         partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
-        async with self._write_lock:
+        owner = self._owned.get(partition)
+        if owner is None:
+            return ErrorCode.NOT_COORDINATOR
+        lock = self._write_locks.setdefault(partition, asyncio.Lock())
+        async with lock:
             try:
-                await self._store.append(partition, records, now)
+                await self._store.append(partition, records, now, producer=producer)
             except OffsetsStoreError as exc:
                 log.warning(
                     "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc
                 )
-                return _coordinator_error(exc.code)
+                return _coordinator_error(exc.code, kind)
+        if self._owned.get(partition) != owner:
+            return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -607,7 +826,7 @@ class GroupCoordinator:
         A timer that fires early is harmless (``tick`` checks every deadline), so the common
         case of a heartbeat pushing a deadline back does not touch the timer at all.
         """
-        if self._closed:
+        if self._closed or self._groups.get(group.group_id) is not group:
             return
         deadline = group.next_deadline()
         if deadline is None:
@@ -646,21 +865,33 @@ class GroupCoordinator:
             self._schedule_retention()
 
 
-def _coordinator_error(code: ErrorCode) -> ErrorCode:
-    """Kafka's mapping of a failed ``__consumer_offsets`` append to what clients are told."""
+def _coordinator_error(code: ErrorCode, kind: str = _TOMBSTONES) -> ErrorCode:
+    """Kafka's mapping of a failed ``__consumer_offsets`` append to what clients are told
+    (``GroupMetadataManager``). An offset commit (``storeOffsets``) keeps REQUEST_TIMED_OUT
+    and answers INVALID_COMMIT_OFFSET_SIZE for a batch too large; a group's metadata
+    (``storeGroup``, SyncGroup) answers REBALANCE_IN_PROGRESS on a timeout and
+    UNKNOWN_SERVER_ERROR for a batch too large; tombstones (OffsetDelete, DeleteGroups)
+    treat a timeout as COORDINATOR_NOT_AVAILABLE."""
+    too_large = (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    )
+    if code is ErrorCode.REQUEST_TIMED_OUT:
+        return {
+            _COMMIT: code,
+            _GROUP_METADATA: ErrorCode.REBALANCE_IN_PROGRESS,
+        }.get(kind, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if kind == _GROUP_METADATA and code in too_large:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
     if code in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
     ):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
+    if code in too_large:
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code

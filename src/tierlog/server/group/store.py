@@ -27,20 +27,38 @@ class OffsetsStoreError(Exception):
 
 class OffsetsStore(Protocol):
     """Contract: ``append`` is all-or-nothing and ordered per partition; ``load`` returns
-    every record ever appended (tombstones included) partition by partition in append order.
-    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind."""
+    every record ever appended (tombstones included) partition by partition in append order,
+    ``load_partition`` the same for one partition (a coordinator that became its leader).
+    A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind; an append
+    returns once the records are as durable as the store promises (cluster mode: in the
+    ISR)."""
 
     async def load(self) -> list[KeyValue]: ...
 
+    async def load_partition(self, partition: int) -> list[KeyValue]: ...
+
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        """After a load: per producer id, the records of transactions whose marker was not in
+        the log (a load returns those of committed transactions where their marker is)."""
+        ...
+
     async def append(
-        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
-    ) -> None: ...
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """``producer`` (id, epoch): the records join that producer's transaction."""
+        ...
 
 
 class MemoryOffsetsStore:
     """Keeps records in a dict: for tests and for brokers that need no durable groups.
 
-    Handing the same instance to a second coordinator simulates a restart.
+    Handing the same instance to a second coordinator simulates a restart. Transactional
+    records are not kept (no marker ever reaches this store): a restart forgets them.
     """
 
     def __init__(self) -> None:
@@ -49,5 +67,19 @@ class MemoryOffsetsStore:
     async def load(self) -> list[KeyValue]:
         return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
-        self.partitions.setdefault(partition, []).extend(records)
+    async def load_partition(self, partition: int) -> list[KeyValue]:
+        return list(self.partitions.get(partition, []))
+
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        return {}
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        if producer is None:
+            self.partitions.setdefault(partition, []).extend(records)

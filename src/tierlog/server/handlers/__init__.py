@@ -20,6 +20,7 @@ from tierlog.server.handlers import (
     groups,
     leader_epochs,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producers,
@@ -51,8 +52,10 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.END_TXN: txn.end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+    ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
+    ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {

@@ -5,8 +5,12 @@ Every live broker is listed with its registered endpoint and rack; each partitio
 its leader, leader epoch, replicas, ISR and offline replicas (replicas whose broker is not
 live), and LEADER_NOT_AVAILABLE while its leader is -1 or dead. Lists are never filtered
 (checklist 49). The view applies states by epoch, so a reported leader epoch never goes back
-(checklist 50). Topics only this broker holds (the group coordinator's) keep their
-single-node entries. Topics are never auto-created here: creation goes to the controller.
+(checklist 50). Internal topics not replicated yet (held by each broker alone) keep
+their single-node entries. An unknown topic named by a request that allows auto-creation is
+created when ``auto.create.topics.enable`` is on (``server.auto_topics``: the assignment is
+written to ZooKeeper with ``num.partitions`` and ``default.replication.factor``, and the
+controller elects its leaders); the answer is LEADER_NOT_AVAILABLE until the partitions have
+leaders, or the creation's error (INVALID_REPLICATION_FACTOR with too few live brokers).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
-from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.auto_topics import AutoTopics
 from tierlog.server.handlers import metadata
 from tierlog.server.state import BrokerState
 
@@ -101,8 +106,12 @@ def _entry(state: BrokerState, name: str) -> dict[str, Any]:
     info = state.topics.get(name)
     if info is not None and state.replication is not None and not state.replication.manages(name):
         return metadata.topic_entry(state, info)
+    return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _error_entry(name: str, code: ErrorCode) -> dict[str, Any]:
     return {
-        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "error_code": code,
         "name": name,
         "topic_id": _NIL,
         "is_internal": False,
@@ -110,9 +119,27 @@ def _entry(state: BrokerState, name: str) -> dict[str, Any]:
     }
 
 
+async def _auto_created(state: BrokerState, name: str) -> dict[str, Any] | None:
+    """Kafka's ``KafkaApis.createTopic`` on Metadata: the entry of a topic being created,
+    or None when auto-creation does not apply."""
+    repl = state.replication
+    if repl is None or not state.config.auto_create_topics or name.startswith("__"):
+        return None
+    partitions = state.config.num_partitions
+    try:
+        state.topics.create(name, partitions, 1, {}, validate_only=True)
+    except KafkaError as e:
+        return _error_entry(name, e.code)
+    code = await AutoTopics(repl).create(
+        name, partitions, state.config.default_replication_factor, {}
+    )
+    return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE if code is ErrorCode.NONE else code)
+
+
 async def handle_metadata(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
+    allow_auto = bool(getattr(body, "allow_auto_topic_creation", True))
     requested = body.topics
     view = _view(state)
     if requested is None or (version == 0 and not requested):
@@ -137,7 +164,10 @@ async def handle_metadata(state: BrokerState, req: Request) -> Any:
                     }
                 )
                 continue
-            topics.append(_entry(state, name))
+            entry = _entry(state, name)
+            if entry["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and allow_auto:
+                entry = await _auto_created(state, name) or entry
+            topics.append(entry)
     return mk(
         response_schema(ApiKey.METADATA, version),
         throttle_time=0,

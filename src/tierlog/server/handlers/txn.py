@@ -254,3 +254,36 @@ async def list_transactions(state: BrokerState, req: Request) -> Any:
             for t in listed
         ],
     )
+
+
+async def txn_offset_commit(state: BrokerState, req: Request) -> Any:
+    """TxnOffsetCommit: the group coordinator writes the offsets into the producer's
+    transaction; they count once the COMMIT marker reaches the group's partition."""
+    body = req.body
+    parts = tuple(
+        gm.OffsetCommitPartition(
+            topic=t.name,
+            partition=int(p.partition_index),
+            offset=int(p.committed_offset),
+            leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+            metadata=p.committed_metadata,
+        )
+        for t in body.topics
+        for p in t.partitions
+    )
+    result = await state.groups.commit_offsets(
+        gm.OffsetCommitRequest(
+            group_id=body.group_id,
+            generation_id=int(getattr(body, "generation_id", -1)),
+            member_id=getattr(body, "member_id", ""),
+            group_instance_id=getattr(body, "group_instance_id", None),
+            partitions=parts,
+        ),
+        producer=(int(body.producer_id), int(body.producer_epoch)),
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in result.partitions:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error_code}
+        )
+    return _resp(req, topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()])
