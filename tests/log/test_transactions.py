@@ -241,3 +241,14 @@ def test_follower_append_replays_markers_and_indexes_aborts(
     assert follower.collect_aborted_txns(0, 4)[0] == [AbortedTxn(PID, 0, 2, 3)]
     assert follower.last_stable_offset == 3
     assert follower.has_ongoing_txn(PID)
+
+
+def test_completed_transactions_are_forgotten_once_replicated(
+    make_manager: ManagerFactory,
+) -> None:
+    part = new_log(make_manager())
+    for i in range(50):
+        txn(part, 1, seq=i)
+        end(part, commit=i % 2 == 0)
+    assert part.producer_state.unreplicated == []
+    assert part.last_stable_offset == part.log_end_offset == 100

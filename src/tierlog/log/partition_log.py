@@ -533,6 +533,7 @@ class PartitionLog:
                 timestamp=now,
             )
             _index_aborted(self.active_segment, completed)
+            ps.first_unstable_offset(self.high_watermark)  # forgets what is replicated
             flush_offset = self._count_unflushed_locked(
                 1, base_offset, out.next_offset, written_at, defer_flush
             )
@@ -701,6 +702,7 @@ class PartitionLog:
                     cache.assign(epoch, h.base_offset, durable=False)
                 marker = marker_of_batch(view, h) if h.is_control else None
                 _index_aborted(active, self.producer_state.replay(h, marker))
+            self.producer_state.first_unstable_offset(self.high_watermark)
             self.producer_state.last_map_offset = out.next_offset
             self._count_unflushed_locked(
                 out.records, headers[0].base_offset, out.next_offset, written_at, False
