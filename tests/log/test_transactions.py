@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, batch, new_log
-from tierlog.log import LogAppendError, PartitionLog, TopicPartition
+from tierlog.log import LogAppendError, PartitionLog, TopicPartition, dump_file
 from tierlog.log.txn_index import AbortedTxn, read_aborted_txns
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
@@ -252,3 +252,15 @@ def test_completed_transactions_are_forgotten_once_replicated(
         end(part, commit=i % 2 == 0)
     assert part.producer_state.unreplicated == []
     assert part.last_stable_offset == part.log_end_offset == 100
+
+
+def test_dump_log_shows_markers_as_kafka_does(make_manager: ManagerFactory) -> None:
+    part = new_log(make_manager())
+    txn(part, 1)
+    part.append_txn_marker(PID, 0, 3, committed=False, leader_epoch=0)
+    lines = list(dump_file(part.segments()[-1].log_path))
+    assert any(
+        "offset: 1 " in line and line.endswith("endTxnMarker: ABORT coordinatorEpoch: 3")
+        for line in lines
+    ), lines
+    assert any("isTransactional: true isControl: true" in line for line in lines)
