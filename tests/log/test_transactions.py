@@ -264,3 +264,20 @@ def test_dump_log_shows_markers_as_kafka_does(make_manager: ManagerFactory) -> N
         for line in lines
     ), lines
     assert any("isTransactional: true isControl: true" in line for line in lines)
+
+
+def test_the_lso_waits_for_the_marker_to_be_below_the_high_watermark(
+    make_manager: ManagerFactory,
+) -> None:
+    """Kafka's testFirstUnstableOffset: a completed transaction stays unstable until its
+    marker is replicated (cluster mode: the replication layer sets the HW)."""
+    part = new_log(make_manager())
+    part.set_high_watermark(0)
+    txn(part, 2)  # 0-1
+    part.append_as_leader(batch(1), leader_epoch=0)  # 2
+    end(part, commit=True)  # 3
+    part.set_high_watermark(3)
+    assert part.last_stable_offset == 0
+    part.set_high_watermark(4)
+    assert part.last_stable_offset == 4
+    assert part.producer_state.unreplicated == []
