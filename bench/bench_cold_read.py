@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -61,7 +62,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -314,9 +315,12 @@ def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> in
 class KcatRead:
     seconds: float
     messages: int
+    per_partition: list[float] = field(default_factory=list)
 
 
-def kcat_read(bootstrap: str, topic: str, fetch_wait_ms: int) -> KcatRead:
+def kcat_read(
+    bootstrap: str, topic: str, fetch_wait_ms: int, partition: int | None = None
+) -> KcatRead:
     """kcat reads every partition of the topic from the beginning to the end; seconds until
     it exits and the messages it printed. ``fetch_wait_ms`` is kcat's ``fetch.wait.max.ms``:
     its last Fetch, at the end of the log, waits that long before ``-e`` sees the end (the
@@ -331,6 +335,7 @@ def kcat_read(bootstrap: str, topic: str, fetch_wait_ms: int) -> KcatRead:
             "-t",
             topic,
             *("-X", f"fetch.wait.max.ms={fetch_wait_ms}"),
+            *(() if partition is None else ("-p", str(partition))),
             *("-o", "beginning", "-e", "-q", "-f", "%o\\n"),
         ],
         capture_output=True,
@@ -338,6 +343,67 @@ def kcat_read(bootstrap: str, topic: str, fetch_wait_ms: int) -> KcatRead:
         timeout=3600,
     ).stdout
     return KcatRead(time.perf_counter() - started, out.count(b"\n"))
+
+
+def kcat_read_each(bootstrap: str, topic: str, fetch_wait_ms: int, partitions: int) -> KcatRead:
+    """One kcat per partition, all at once (eight consumers): seconds until the last one
+    exits, with each partition's own time in ``per_partition``."""
+    with ThreadPoolExecutor(partitions) as pool:
+        reads = list(
+            pool.map(lambda p: kcat_read(bootstrap, topic, fetch_wait_ms, p), range(partitions))
+        )
+    return KcatRead(
+        max(r.seconds for r in reads),
+        sum(r.messages for r in reads),
+        [r.seconds for r in reads],
+    )
+
+
+_SAMPLED = {
+    "tierlog_objectstore_read_ahead_window_bytes": "window",
+    "tierlog_objectstore_read_ahead_streams": "streams",
+    "tierlog_objectstore_read_ahead_bytes": "held",
+    "tierlog_objectstore_read_wait_seconds_total": "wait",
+}
+
+
+class MetricsSampler:
+    """The broker's read-ahead gauges every ``interval_s``: (seconds since start, window
+    bytes summed over streams, open streams, bytes held against the budget, reader wait)."""
+
+    def __init__(self, broker: Broker, interval_s: float = 0.1) -> None:
+        self.url = broker.metrics_url + "/metrics"
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MetricsSampler:
+        self._started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def scrape(self) -> dict[str, float]:
+        with urllib.request.urlopen(self.url, timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in _SAMPLED:
+                out[_SAMPLED[name]] = float(value)
+        return out
+
+    def _run(self) -> None:
+        while self.interval_s > 0 and not self._stop.is_set():
+            try:
+                self.samples.append((time.perf_counter() - self._started, self.scrape()))
+            except OSError:
+                pass
+            self._stop.wait(self.interval_s)
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -357,6 +423,9 @@ class ColdRead:
     store_cpu_s: float
     gets: dict[str, int]
     minor_faults: int = 0
+    consumers: str = "one"
+    per_partition: list[float] = field(default_factory=list)
+    windows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -393,6 +462,9 @@ def cold_read(
     store: S3Server,
     fetch_wait_ms: int,
     profile: Path | None = None,
+    consumers: str = "one",
+    partitions: int = 1,
+    sample_windows: bool = False,
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
@@ -410,7 +482,6 @@ def cold_read(
                 "--pid",
                 str(broker.pid),
                 "--threads",
-                "--idle",
                 "--format",
                 "raw",
                 "--output",
@@ -420,8 +491,13 @@ def cold_read(
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1.0)  # py-spy attaches asynchronously (a benchmark, not a test)
-    with RssSampler(broker) as sampler:
-        kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
+    # scraping the broker's metrics costs broker CPU: only in reads that plot the window
+    windows = MetricsSampler(broker, 0.1 if sample_windows else 0.0)
+    with RssSampler(broker) as sampler, windows:
+        if consumers == "each":
+            kc = kcat_read_each(broker.bootstrap, COLD, fetch_wait_ms, partitions)
+        else:
+            kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
     faults = minor_faults(broker.pid) - faults_before
     store_cpu = cpu_seconds(store.proc.pid) - store_before
@@ -436,7 +512,19 @@ def cold_read(
             if method == "GET" and path.split("?", 1)[0].endswith(suffix):
                 gets[kind] += 1
     peak = max(sampler.samples, default=before)
-    return ColdRead(kc.seconds, kc.messages, before, peak, cpu, store_cpu, gets, faults)
+    return ColdRead(
+        kc.seconds,
+        kc.messages,
+        before,
+        peak,
+        cpu,
+        store_cpu,
+        gets,
+        faults,
+        consumers,
+        kc.per_partition,
+        windows.samples,
+    )
 
 
 @dataclass
@@ -486,6 +574,11 @@ class StoreRun:
     raw_store_cpu: list[float]
     base: ColdRead | None
     ceiling: list[tuple[int, float, float]]  # (GETs in flight, MiB/s, store CPU share)
+    hot_cpu: list[float]
+    waste: Waste | None
+    first_bytes: list[float]
+    single_get_s: float  # one chunk GET alone through the proxy: latency + transfer
+    window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
 
 
 def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
@@ -507,6 +600,8 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         "fetch.chunk.cache.path": str(root / "chunk-cache"),
         "fetch.chunk.cache.size": str(args.cache_mib * MiB),
         "fetch.chunk.cache.prefetch.max.size": str(args.prefetch_mib * MiB),
+        "fetch.chunk.cache.prefetch.total.max.size": str(args.budget_mib * MiB),
+        **transform_props(args.transform, root),
     }
     overrides = {
         "log.dirs": str(log_dir),
@@ -529,7 +624,12 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     base: ColdRead | None = None
     ceiling: list[tuple[int, float, float]] = []
     segment = str(args.segment_mib * MiB)
-    parallel = args.partitions * max(1, args.prefetch_mib // args.chunk_mib)
+    parallel = args.ceiling_inflight
+    hot_cpu: list[float] = []
+    waste: Waste | None = None
+    first_bytes: list[float] = []
+    window_runs: list[ColdRead] = []
+    single_get = RawRead(0.0, 0.0)
     try:
         broker.start()
         create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
@@ -564,20 +664,49 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         upload_wait_s = time.perf_counter() - t0
         objects = remote_logs(backend)  # no transforms: stored size == segment size
         remote_bytes = sum(size for _, size in objects)
+        modes = [m.strip() for m in args.consumers.split(",") if m.strip()]
         for r in range(args.rounds):
-            if r > 0:  # a restart empties the chunk caches (the disk cache is wiped on start)
-                broker.stop()
-                broker.start()
-                wait_idle(broker)
-            colds.append(
-                cold_read(
-                    broker, proxy, store, args.kcat_fetch_wait_ms, args.profile if r == 0 else None
+            for i, mode in enumerate(modes):
+                if r > 0 or i > 0:  # a restart empties the chunk caches (disk cache wiped)
+                    restart(broker)
+                colds.append(
+                    cold_read(
+                        broker,
+                        proxy,
+                        store,
+                        args.kcat_fetch_wait_ms,
+                        args.profile if r == 0 and i == 0 else None,
+                        mode,
+                        args.partitions,
+                    )
                 )
-            )
             store_before = cpu_seconds(store.proc.pid)
             raws.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
             raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
+            cpu_before = cpu_seconds(broker.pid)
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
+            hot_cpu.append(cpu_seconds(broker.pid) - cpu_before)
+        single_get = raw_parallel_get(backend, objects[:1], args.chunk_mib * MiB, 1)
+        if args.window_table:  # one more cold read per mode, its window sampled
+            for mode in modes:
+                restart(broker)
+                window_runs.append(
+                    cold_read(
+                        broker,
+                        proxy,
+                        store,
+                        args.kcat_fetch_wait_ms,
+                        None,
+                        mode,
+                        args.partitions,
+                        sample_windows=True,
+                    )
+                )
+        if args.waste:
+            restart(broker)
+            waste = stop_half_way(broker, proxy, args.partitions)
+        if args.first_byte:
+            first_bytes = first_byte_runs(broker, proxy, objects, args.first_byte)
         if args.ceiling:
             # what the store alone can deliver on this machine: no proxy, no broker, no
             # kcat; more GETs in flight until it stops getting faster
@@ -615,7 +744,145 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         raw_store_cpu,
         base,
         ceiling,
+        hot_cpu,
+        waste,
+        first_bytes,
+        single_get.mean_get_s,
+        window_runs,
     )
+
+
+def transform_props(transform: str, root: Path) -> dict[str, str]:
+    """Plugin settings for ``--transform``: none, zstd, or zstd+aes (a fresh RSA key pair)."""
+    if transform == "none":
+        return {}
+    props = {"compression.enabled": "true"}
+    if transform == "zstd+aes":
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private, public = root / "bench-key.pem", root / "bench-key.pub.pem"
+        private.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        public.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        props |= {
+            "encryption.enabled": "true",
+            "encryption.key.pair.id": "bench",
+            "encryption.key.pairs": "bench",
+            "encryption.key.pairs.bench.public.key.file": str(public),
+            "encryption.key.pairs.bench.private.key.file": str(private),
+        }
+    return props
+
+
+def restart(broker: Broker) -> None:
+    broker.stop()
+    broker.start()
+    wait_idle(broker)
+
+
+@dataclass
+class Waste:
+    consumed: int  # record bytes the consumer was served
+    fetched: int  # chunk bytes GET from the store for them
+    window: float  # the read-ahead window the stream had when the consumer stopped
+
+
+def _range_bytes(header: str | None) -> int:
+    if not header or not header.startswith("bytes="):
+        return 0
+    first, _, last = header[len("bytes=") :].partition("-")
+    return int(last) - int(first) + 1 if last else 0
+
+
+def stop_half_way(broker: Broker, proxy: LatencyProxy, partitions: int) -> Waste:
+    """A consumer of partition 0 that reads half of it, 1 MiB per Fetch, and then stops:
+    the chunk bytes fetched beyond what it was served, once read-ahead has settled."""
+    end = list_offset(broker.bootstrap, COLD, 0, -1)
+    start = list_offset(broker.bootstrap, COLD, 0, -2)
+    proxy.reset_counts()
+    consumed = 0
+    offset = start
+    with WireConnection.to_bootstrap(broker.bootstrap) as c:
+        while offset < start + (end - start) // 2:
+            code, records = c.fetch_raw(COLD, 0, offset, 1 << 20)
+            if code != 0 or not records:
+                raise RuntimeError(f"fetch at {offset}: error {code}")
+            consumed += len(records)
+            offset = last_offset(records) + 1
+    wait_quiet(proxy, 2.0)
+    fetched = sum(
+        _range_bytes(r)
+        for method, path, r in proxy.entries()
+        if method == "GET" and path.split("?", 1)[0].endswith(".log")
+    )
+    window = MetricsSampler(broker).scrape().get("window", 0.0)
+    return Waste(consumed, fetched, window)
+
+
+def wait_quiet(proxy: LatencyProxy, quiet_s: float) -> None:
+    """Until the broker's read-ahead is done: no request through the proxy for ``quiet_s``."""
+    settled = len(proxy.entries())
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < quiet_s:
+        time.sleep(0.1)
+        if len(proxy.entries()) != settled:
+            settled, quiet_since = len(proxy.entries()), time.monotonic()
+
+
+def last_offset(records: bytes) -> int:
+    """The last offset of the last whole batch in ``records``."""
+    pos, last = 0, -1
+    while pos + 61 <= len(records):
+        base = int.from_bytes(records[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        if pos + 12 + length > len(records):
+            break
+        delta = int.from_bytes(records[pos + 23 : pos + 27], "big", signed=True)
+        last = base + delta
+        pos += 12 + length
+    return last
+
+
+_SEGMENT_KEY = re.compile(r"/(\d+)/(\d{20})-[^/]+\.log$")
+
+
+def first_byte_runs(
+    broker: Broker, proxy: LatencyProxy, objects: list[tuple[str, int]], runs: int
+) -> list[float]:
+    """Seconds to the first bytes of a Fetch at the first offset of a segment the broker
+    has not touched since it started, ``runs`` times: every remote segment once per
+    restart, restarting until there are enough."""
+    starts = []
+    for key, _size in objects:
+        m = _SEGMENT_KEY.search(key)
+        if m:
+            starts.append((int(m.group(1)), int(m.group(2))))
+    out: list[float] = []
+    while len(out) < runs and starts:
+        restart(broker)
+        with WireConnection.to_bootstrap(broker.bootstrap) as c:
+            c.fetch_raw(HOT, 0, 0, 1024)  # the connection and the Fetch path warmed
+            for partition, offset in starts:
+                if len(out) >= runs:
+                    break
+                wait_quiet(proxy, 0.5)  # the previous run's read-ahead is not in the way
+                t0 = time.perf_counter()
+                code, records = c.fetch_raw(COLD, partition, offset, 64 * 1024)
+                elapsed = time.perf_counter() - t0
+                if code == 0 and records:
+                    out.append(elapsed)
+    return out
 
 
 def report(run: StoreRun, args: argparse.Namespace) -> None:
@@ -626,8 +893,6 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
 
     remote_gib = run.remote_bytes / GiB
     chunk_target = 1.05 * run.remote_bytes / (args.chunk_mib * MiB)
-    window = max(1, args.prefetch_mib // args.chunk_mib)
-    parallel = args.partitions * window
     bound = (
         args.partitions * args.prefetch_mib / (args.latency_ms / 1000)
         if args.latency_ms > 0
@@ -637,37 +902,70 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         f"== {run.store}: {total / MiB:.0f} MiB of 1 KiB messages per topic, "
         f"{args.partitions} partition(s); {run.remote_bytes / MiB:.0f} MiB remote in "
         f"{args.segment_mib} MiB segments; chunk {args.chunk_mib} MiB, prefetch "
-        f"{args.prefetch_mib} MiB, {args.cache_class} cache {args.cache_mib} MiB; proxy "
+        f"{args.prefetch_mib} MiB cap, budget {args.budget_mib} MiB, transforms {args.transform}, "
+        f"{args.cache_class} cache {args.cache_mib} MiB; proxy "
         f"+{args.latency_ms:.0f} ms/request; kcat fetch.wait.max.ms={args.kcat_fetch_wait_ms}; "
         f"produce {total / MiB / run.produce_s:.0f} MiB/s, "
         f"last upload {run.upload_wait_s:.1f} s after produce; load average "
         f"{os.getloadavg()[0]:.1f}"
     )
-    for r, (cold, hot, raw) in enumerate(zip(run.colds, run.hots, run.raws, strict=True)):
+    modes = max(1, len(run.colds) // max(1, len(run.hots)))
+    ratios: dict[str, list[float]] = {}
+    for k, cold in enumerate(run.colds):
+        r = k // modes
+        hot, raw = run.hots[r], run.raws[r]
         bad = (
             ""
             if cold.messages == run.sent and hot.messages == run.sent
             else f" (!! {cold.messages}/{hot.messages} of {run.sent})"
         )
         raw_rate = run.remote_bytes / MiB / raw.seconds
+        vs_ceiling = raw.seconds / cold.seconds * run.remote_bytes / total
+        ratios.setdefault(cold.consumers, []).append(vs_ceiling)
+        cpu_cold = cold.cpu_s / (total / GiB)
+        cpu_hot = run.hot_cpu[r] / (total / GiB)
+        spread = ""
+        if cold.per_partition:
+            mean = statistics.fmean(cold.per_partition)
+            spread = (
+                f"; per partition {min(cold.per_partition) / mean:.2f}-"
+                f"{max(cold.per_partition) / mean:.2f}x of the mean time"
+            )
         print(
-            f"round {r + 1}: cold {rate(cold.seconds)}, hot {rate(hot.seconds)}, raw GETs "
-            f"{raw_rate:.1f} MiB/s (mean GET {raw.mean_get_s * 1000:.0f} ms: "
-            f"{args.partitions} x {window} x {args.chunk_mib} MiB / GET time = "
-            f"{parallel * args.chunk_mib / raw.mean_get_s:.0f} MiB/s); "
-            f"cold/hot {hot.seconds / cold.seconds:.2f}x, "
-            f"cold/raw {raw.seconds / cold.seconds * run.remote_bytes / total:.2f}x{bad}; "
-            f"{run.store} busy {cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
-            f"{run.raw_store_cpu[r] / raw.seconds:.0%} (raw); broker "
+            f"round {r + 1}, {cold.consumers} consumer(s): cold {rate(cold.seconds)}, hot "
+            f"{rate(hot.seconds)}, ceiling {raw_rate:.1f} MiB/s ({args.ceiling_inflight} GETs "
+            f"in flight through the proxy, mean GET {raw.mean_get_s * 1000:.0f} ms); cold/ceiling "
+            f"{vs_ceiling:.2f}x, cold/hot {hot.seconds / cold.seconds:.2f}x{bad}{spread}; "
+            f"broker CPU per GiB cold {cpu_cold:.2f} s, hot {cpu_hot:.2f} s "
+            f"({cpu_cold / max(cpu_hot, 1e-9):.1f}x); {run.store} busy "
+            f"{cold.store_cpu_s / cold.seconds:.0%} of a core (cold), "
+            f"{run.raw_store_cpu[r] / raw.seconds:.0%} (ceiling); broker "
             f"{cold.cpu_s / cold.seconds:.0%}"
         )
-    ratio = median([h.seconds / c.seconds for c, h in zip(run.colds, run.hots, strict=True)])
-    print(f"(b) cold/hot median {ratio:.2f}x (target >= 0.8x)")
-    remote_share = run.remote_bytes / total
-    vs_raw = median(
-        [r.seconds / c.seconds * remote_share for c, r in zip(run.colds, run.raws, strict=True)]
-    )
-    print(f"(b) cold/raw median {vs_raw:.2f}x (raw: {parallel} parallel ranged GETs, same chunks)")
+    for cold in run.window_runs:
+        print(
+            f"window against time, {cold.consumers} consumer(s), {args.partitions} partition(s) "
+            f"(a separate cold read, {rate(cold.seconds)}, metrics scraped every 100 ms):"
+        )
+        print_windows(cold, args.chunk_mib)
+    for mode, values in ratios.items():
+        print(f"(b) {mode} consumer(s): cold/ceiling median {median(values):.2f}x (target >= 0.8x)")
+    if run.waste is not None:
+        w = run.waste
+        print(
+            f"(e) consumer stopped half-way through partition 0: served {w.consumed / MiB:.1f} "
+            f"MiB, chunks fetched {w.fetched / MiB:.1f} MiB, wasted "
+            f"{(w.fetched - w.consumed) / MiB:.1f} MiB; its window then {w.window / MiB:.1f} MiB "
+            f"(+ the chunk it was in, {args.chunk_mib} MiB)"
+        )
+    if run.first_bytes:
+        print(
+            f"(f) first byte of an untouched segment after a restart, {len(run.first_bytes)} "
+            f"runs: p50 {median(run.first_bytes) * 1000:.0f} ms (min "
+            f"{min(run.first_bytes) * 1000:.0f}, max {max(run.first_bytes) * 1000:.0f}); one "
+            f"chunk GET alone through the proxy {run.single_get_s * 1000:.0f} ms "
+            f"(target: p50 <= that); ratio {median(run.first_bytes) / run.single_get_s:.2f}x"
+        )
     print(
         f"(b) bound for {args.partitions} reader(s) with {args.prefetch_mib} MiB in flight each "
         f"at +{args.latency_ms:.0f} ms: {bound:.0f} MiB/s (prefetch / latency, zero transfer "
@@ -700,6 +998,30 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         )
 
 
+def print_windows(cold: ColdRead, chunk_mib: int, rows: int = 24) -> None:
+    """The read-ahead window against time during a cold read (an ASCII plot): the mean
+    window of the open streams, the streams, the bytes held against the budget, and the
+    share of the interval readers spent waiting for a chunk."""
+    samples = cold.windows
+    if len(samples) < 2:
+        return
+    step = max(1, len(samples) // rows)
+    print("    t (s) | streams | mean window (MiB) | held (MiB) | reader wait")
+    previous = samples[0]
+    for i in range(step, len(samples), step):
+        t, values = samples[i]
+        dt = t - previous[0]
+        waited = values.get("wait", 0.0) - previous[1].get("wait", 0.0)
+        previous = samples[i]
+        streams = values.get("streams", 0.0)
+        mean = values.get("window", 0.0) / streams / MiB if streams else 0.0
+        bar = "#" * round(mean / chunk_mib)
+        print(
+            f"    {t:5.1f} | {streams:7.0f} | {mean:7.1f} {bar:<32} | "
+            f"{values.get('held', 0.0) / MiB:10.1f} | {waited / dt if dt else 0.0:5.0%}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     default_mib = int(os.environ.get("TIERLOG_BENCH_COLD_MIB", "512"))
@@ -721,7 +1043,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--segment-mib", type=int, default=64)
     parser.add_argument("--chunk-mib", type=int, default=4)
-    parser.add_argument("--prefetch-mib", type=int, default=16)
+    parser.add_argument(
+        "--prefetch-mib", type=int, default=128, help="per-stream read-ahead cap (adaptive below)"
+    )
+    parser.add_argument("--budget-mib", type=int, default=256, help="broker-wide read-ahead budget")
     parser.add_argument("--cache-mib", type=int, default=256, help="disk chunk cache size")
     parser.add_argument(
         "--cache-class",
@@ -730,6 +1055,27 @@ def main(argv: list[str] | None = None) -> int:
         help="chunk cache (the issue's benchmark: disk)",
     )
     parser.add_argument("--baseline", action="store_true", help="also read with no cache/prefetch")
+    parser.add_argument(
+        "--consumers",
+        default="one",
+        help="comma-separated: one (one kcat reads every partition), each (a kcat per partition)",
+    )
+    parser.add_argument(
+        "--ceiling-inflight",
+        type=int,
+        default=32,
+        help="GETs in flight of the raw read through the proxy (the cold read's ceiling)",
+    )
+    parser.add_argument(
+        "--waste", action="store_true", help="also stop a consumer half-way, count wasted bytes"
+    )
+    parser.add_argument(
+        "--first-byte", type=int, default=0, help="first-byte runs on untouched segments (20)"
+    )
+    parser.add_argument("--window-table", action="store_true", help="print window vs time")
+    parser.add_argument(
+        "--transform", default="none", choices=["none", "zstd", "zstd+aes"], help="chunk transforms"
+    )
     parser.add_argument(
         "--ceiling",
         action="store_true",

@@ -11,9 +11,12 @@ import argparse
 import json
 import logging
 import sys
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tierlog.client import ListedOffset, WireConnection
 from tierlog.config.broker import broker_config_from_sources
@@ -21,6 +24,7 @@ from tierlog.config.definitions import ConfigError
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import ErrorCode
+from tierlog.server.log_cleaner import DIRTY_RATIO_METRIC
 
 #: Used by ``tierlog serve`` without ``--config``: a broker that runs out of the box.
 EMBEDDED_DEFAULTS = (
@@ -179,8 +183,36 @@ class _LeaderConnections:
             conn.close()
 
 
+def dirty_ratios(urls: Sequence[str], topic: str) -> dict[int, float]:
+    """Each partition's ``tierlog_log_cleaner_dirty_ratio`` read from the brokers' metrics
+    endpoints; every broker reports its own replica, and the highest is shown (the replica
+    furthest from clean, as Kafka's ``max-dirty-percent`` takes the dirtiest log)."""
+    out: dict[int, float] = {}
+    for given in urls:
+        url = given.rstrip("/")
+        if not url.endswith("/metrics"):
+            url += "/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                text = resp.read().decode("utf-8")
+        except OSError as e:
+            raise SystemExit(f"cannot read metrics from {url}: {e}") from e
+        for family in text_string_to_metric_families(text):
+            if family.name != DIRTY_RATIO_METRIC:
+                continue
+            for sample in family.samples:
+                if sample.labels.get("topic") == topic:
+                    index = int(sample.labels["partition"])
+                    out[index] = max(out.get(index, 0.0), float(sample.value))
+    return out
+
+
 def topics_describe(c: WireConnection, a: argparse.Namespace) -> None:
     d = describe(c, a.topic)
+    compacted = "compact" in (d["configs"].get("cleanup.policy") or "").split(",")
+    ratios = dirty_ratios(a.metrics_url or [], a.topic) if compacted else {}
+    for p in d["partitions"]:
+        p["dirty_ratio"] = ratios.get(p["partition"])
     if a.json:
         print(json.dumps(d, indent=2, sort_keys=True))
         return
@@ -195,7 +227,12 @@ def topics_describe(c: WireConnection, a: argparse.Namespace) -> None:
             f"\tLocalLogStartOffset: {p['local_log_start_offset']}"
             f"\tLatestTieredOffset: {p['latest_tiered_offset']}"
             f"\tHighWatermark: {p['high_watermark']}"
+            + (f"\tDirtyRatio: {_ratio(p['dirty_ratio'])}" if compacted else "")
         )
+
+
+def _ratio(value: float | None) -> str:
+    return "unknown (no --metrics-url)" if value is None else f"{value:.4f}"
 
 
 # ---- remote ---------------------------------------------------------------------------------
@@ -348,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--config", action="append", metavar="KEY=VALUE")
         if name == "describe":
             sp.add_argument("--json", action="store_true")
+            sp.add_argument(
+                "--metrics-url",
+                action="append",
+                metavar="URL",
+                help="a broker's metrics.listener (repeatable): the dirty ratio of a compacted "
+                "topic's partitions is read from there",
+            )
         if name == "alter-config":
             sp.add_argument("--set", action="append", metavar="KEY=VALUE")
             sp.add_argument("--delete", action="append", metavar="KEY")

@@ -108,14 +108,16 @@ def fetch(
     *,
     isolation_level: int = READ_COMMITTED,
     max_bytes: int = 4 << 20,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
 ) -> FetchedPartition:
-    """One sessionless Fetch v12, no wait."""
+    """One sessionless Fetch v12 (no wait unless ``max_wait_ms`` and ``min_bytes``)."""
     r = conn.call(
         ApiKey.FETCH,
         12,
         replica_id=-1,
-        max_wait=0,
-        min_bytes=0,
+        max_wait=max_wait_ms,
+        min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=isolation_level,
         session_id=0,

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from tests.helpers.poll import wait_until
 from tests.log.cleaner_helpers import clean_fully, keyed_batch, make_cleaner, read_rows
 from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, ManualClock
 from tierlog.log import LogConfig
-from tierlog.protocol.records import Compression, scan_batches
+from tierlog.protocol.records import (
+    Compression,
+    SimpleRecord,
+    build_batch,
+    iter_records,
+    scan_batches,
+)
 
 COMPACT = LogConfig(
     cleanup_policy=("compact",),
@@ -232,6 +240,15 @@ def test_compacted_log_refuses_keyless_records_like_kafka(
     assert e.value.code == ErrorCode.INVALID_RECORD
     assert "Compacted topic cannot accept message without key" in str(e.value)
     assert plog.log_end_offset == 0
+    # a record whose value and headers do not fill its length, under a valid CRC
+    bad = bytearray(keyed_batch([(b"k", b"12")], ts=clock.now))
+    at = bytes(bad).index(b"k\x0412")
+    bad[at + 1] = 0x02
+    bad[17:21] = crc32c.crc32c(bytes(bad[21:])).to_bytes(4, "big")
+    with pytest.raises(LogAppendError) as e:
+        plog.append_as_leader(bytes(bad), 0)
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert plog.log_end_offset == 0
 
 
 def test_retention_removing_a_segment_mid_cleaning_aborts_that_swap_only(
@@ -268,4 +285,129 @@ def test_retention_removing_a_segment_mid_cleaning_aborts_that_swap_only(
         b"k1": b"v57",
         b"k2": b"v58",
         b"k3": b"v59",
+    }
+
+
+def test_health_reports_each_compacted_logs_dirty_ratio(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(60):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.health().dirty_ratios == {TP: 1.0}
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert service.health().dirty_ratios == {TP: 0.0}
+    for i in range(30):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    sealed = plog.segments()[:-1]
+    clean_end = service.checkpointed_offset(TP)
+    clean = sum(s.size for s in sealed if s.base_offset < (clean_end or 0))
+    dirty = sum(s.size for s in sealed) - clean
+    assert dirty > 0
+    assert clean > 0
+    assert service.health().dirty_ratios[TP] == dirty / (clean + dirty)
+
+
+def test_a_replica_cleans_only_below_its_high_watermark(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    """Kafka's first uncleanable offset is bounded by the last stable offset, which never
+    passes the HW: a follower whose HW lags its LEO leaves every sealed segment at or above
+    the HW's segment as it was fetched, even where newer records make them obsolete."""
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(120):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v" * 50)], ts=clock.now), 0)
+    plog.roll()
+    sealed = plog.segments()[:-1]
+    assert len(sealed) >= 4
+    hw = (sealed[2].base_offset + sealed[2].next_offset) // 2
+    assert plog.set_high_watermark(hw) == hw
+    before = {o: (k, v) for o, k, v, _ in read_rows(plog) if o >= sealed[2].base_offset}
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert clean_fully(service, worker, clock.now) >= 1
+    rows = read_rows(plog)
+    assert {o: (k, v) for o, k, v, _ in rows if o >= sealed[2].base_offset} == before
+    assert len([r for r in rows if r[0] < sealed[2].base_offset]) == 3, "below it: one per key"
+    assert service.checkpointed_offset(TP) == sealed[2].base_offset
+    plog.set_high_watermark(plog.log_end_offset)
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert len(read_rows(plog)) == 3
+
+
+def test_large_records_and_headers_are_kept_byte_for_byte(
+    make_manager: ManagerFactory, clock: ManualClock
+) -> None:
+    """Keys and values past 8 KiB (three-byte length varints), headers, and a batch the
+    cleaner rewrites around them: every kept record reads back exactly as written."""
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, replace(COMPACT, segment_bytes=64 << 10))
+    big_key = b"K" * 9000
+    written: dict[bytes | None, tuple[int, bytes | None]] = {}
+    for i in range(6):
+        recs = [
+            SimpleRecord(b"%d" % i + b"v" * 20000, big_key, clock.now, (("h", b"x" * 300),)),
+            SimpleRecord(b"small%d" % i, b"k%d" % (i % 2), clock.now, (("h2", None),)),
+        ]
+        res = plog.append_as_leader(build_batch(recs, timestamp=clock.now), 0)
+        written[big_key] = (res.base_offset, recs[0].value)
+        written[recs[1].key] = (res.base_offset + 1, recs[1].value)
+    plog.roll()
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert clean_fully(service, worker, clock.now) >= 1
+    rows = read_rows(plog)
+    assert {k: (o, v) for o, k, v, _ in rows} == written
+    data = plog.read(0, 1 << 22).to_bytes()
+    headers = [r.headers for h in scan_batches(data) for r in iter_records(data, h)]
+    assert sorted(map(str, headers)) == sorted(
+        [str((("h", b"x" * 300),)), str((("h2", None),)), str((("h2", None),))]
+    )
+
+
+def test_a_truncation_under_the_cleaner_aborts_that_cleaning_only(
+    make_manager: ManagerFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica truncated while its segment is being read (Kafka pauses the cleaner for a
+    truncation): the cleaning is abandoned, the partition is not marked uncleanable, and
+    the next cleaning works on the truncated log."""
+    from tierlog.log.cleaner import cleaner as cleaner_module
+    from tierlog.log.cleaner.cleaner import Cleaner
+
+    mgr = make_manager()
+    plog = mgr.create_log(TP, TOPIC_ID, COMPACT)
+    for i in range(60):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 4), b"v%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    monkeypatch.setattr(cleaner_module, "_READ_CHUNK", 100)
+    real_check = Cleaner._check
+    calls = 0
+
+    def check(self: Cleaner, log: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            plog.truncate_to(5)
+        real_check(self, plog)
+
+    monkeypatch.setattr(Cleaner, "_check", check)
+    service, worker = make_cleaner(mgr.logs_by_dir(), clock)
+    assert service.clean_once(worker, clock.now)
+    assert calls >= 3
+    assert not service.uncleanable_partitions
+    assert service.checkpointed_offset(TP) is None, "an aborted cleaning moves no checkpoint"
+    monkeypatch.undo()
+    assert plog.log_end_offset == 5
+    for i in range(5, 40):
+        plog.append_as_leader(keyed_batch([(b"k%d" % (i % 4), b"w%d" % i)], ts=clock.now), 0)
+    plog.roll()
+    assert clean_fully(service, worker, clock.now) >= 1
+    assert {k: v for _, k, v, _ in read_rows(plog)} == {
+        b"k0": b"w36",
+        b"k1": b"w37",
+        b"k2": b"w38",
+        b"k3": b"w39",
     }

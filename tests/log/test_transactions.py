@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, batch, new_log
-from tierlog.log import LogAppendError, PartitionLog, TopicPartition
+from tierlog.log import LogAppendError, PartitionLog, TopicPartition, dump_file
 from tierlog.log.txn_index import AbortedTxn, read_aborted_txns
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
@@ -241,3 +241,43 @@ def test_follower_append_replays_markers_and_indexes_aborts(
     assert follower.collect_aborted_txns(0, 4)[0] == [AbortedTxn(PID, 0, 2, 3)]
     assert follower.last_stable_offset == 3
     assert follower.has_ongoing_txn(PID)
+
+
+def test_completed_transactions_are_forgotten_once_replicated(
+    make_manager: ManagerFactory,
+) -> None:
+    part = new_log(make_manager())
+    for i in range(50):
+        txn(part, 1, seq=i)
+        end(part, commit=i % 2 == 0)
+    assert part.producer_state.unreplicated == []
+    assert part.last_stable_offset == part.log_end_offset == 100
+
+
+def test_dump_log_shows_markers_as_kafka_does(make_manager: ManagerFactory) -> None:
+    part = new_log(make_manager())
+    txn(part, 1)
+    part.append_txn_marker(PID, 0, 3, committed=False, leader_epoch=0)
+    lines = list(dump_file(part.segments()[-1].log_path))
+    assert any(
+        "offset: 1 " in line and line.endswith("endTxnMarker: ABORT coordinatorEpoch: 3")
+        for line in lines
+    ), lines
+    assert any("isTransactional: true isControl: true" in line for line in lines)
+
+
+def test_the_lso_waits_for_the_marker_to_be_below_the_high_watermark(
+    make_manager: ManagerFactory,
+) -> None:
+    """Kafka's testFirstUnstableOffset: a completed transaction stays unstable until its
+    marker is replicated (cluster mode: the replication layer sets the HW)."""
+    part = new_log(make_manager())
+    part.set_high_watermark(0)
+    txn(part, 2)  # 0-1
+    part.append_as_leader(batch(1), leader_epoch=0)  # 2
+    end(part, commit=True)  # 3
+    part.set_high_watermark(3)
+    assert part.last_stable_offset == 0
+    part.set_high_watermark(4)
+    assert part.last_stable_offset == 4
+    assert part.producer_state.unreplicated == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -179,3 +180,24 @@ def test_describe_producers_shows_open_transactions_and_coordinator_epochs(
         a = _describe_producers(conn, 0)[1][PID_A]
         assert (a.current_txn_start_offset, a.coordinator_epoch) == (-1, 4)
         assert _describe_producers(conn, 9)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_delayed_read_committed_fetch_answers_with_the_aborted_transaction(
+    broker: BrokerProcess,
+) -> None:
+    """Kafka's testDelayedFetchIncludesAbortedTransaction: a read_committed Fetch waiting in
+    the purgatory is woken by the markers and returns the aborted list with the data."""
+    with _connect(broker) as conn:
+        produce_txn(conn, TOPIC, 0, [b"a"], producer_id=PID_A)
+        produce_txn(conn, TOPIC, 0, [b"b"], producer_id=PID_B)
+        with ThreadPoolExecutor(1) as pool, WireConnection(*broker.host_port) as waiting:
+            pending = pool.submit(fetch, waiting, TOPIC, 0, 0, max_wait_ms=20_000, min_bytes=1)
+            time.sleep(0.2)  # observation window: nothing is stable yet, the fetch waits
+            assert not pending.done()
+            write_markers(conn, [(TOPIC, 0)], producer_id=PID_A, commit=False)
+            got = pending.result(10)
+        assert got.records and got.aborted is not None
+        assert (PID_A, 0) in got.aborted
+        assert b"a" not in visible(got.records, got.aborted)
+        write_markers(conn, [(TOPIC, 0)], producer_id=PID_B, commit=True)
+        assert consume_committed(conn, TOPIC, 0) == ([b"b"], 4)

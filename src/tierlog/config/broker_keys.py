@@ -464,6 +464,13 @@ BROKER_KEYS.add(
     ),
     K("remote.log.storage.manager.class.path", STR, None, "Unused (Java class path)."),
     K(
+        "follower.fetch.last.tiered.offset.enable",
+        BOOL,
+        False,
+        "KIP-1023: a follower with an empty log starts at the leader's last tiered offset + 1 "
+        "(its state built from the remote tier) instead of the leader's earliest local offset.",
+    ),
+    K(
         "remote.log.metadata.manager.class.name",
         STR,
         "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",

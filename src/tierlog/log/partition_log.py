@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tierlog.fsutil import fsync_dir
+from tierlog.fsutil import atomic_write, fsync_dir
 from tierlog.log.checkpoint import read_partition_metadata, write_partition_metadata
 from tierlog.log.cleaner.keys import require_keys
 from tierlog.log.cleaner.swap import cleaned_to_swap, recover_interrupted_swap, swap_to_final
@@ -533,6 +533,7 @@ class PartitionLog:
                 timestamp=now,
             )
             _index_aborted(self.active_segment, completed)
+            ps.first_unstable_offset(self.high_watermark)  # forgets what is replicated
             flush_offset = self._count_unflushed_locked(
                 1, base_offset, out.next_offset, written_at, defer_flush
             )
@@ -701,6 +702,7 @@ class PartitionLog:
                     cache.assign(epoch, h.base_offset, durable=False)
                 marker = marker_of_batch(view, h) if h.is_control else None
                 _index_aborted(active, self.producer_state.replay(h, marker))
+            self.producer_state.first_unstable_offset(self.high_watermark)
             self.producer_state.last_map_offset = out.next_offset
             self._count_unflushed_locked(
                 out.records, headers[0].base_offset, out.next_offset, written_at, False
@@ -762,6 +764,34 @@ class PartitionLog:
             self._hw_cap = None
             if self._replicated_hw is not None:
                 self._replicated_hw = offset
+
+    def restart_from_remote(
+        self,
+        offset: int,
+        log_start_offset: int,
+        epochs: Sequence[tuple[int, int]],
+        producer_snapshot: bytes,
+    ) -> None:
+        """A follower's bootstrap from the remote tier (KIP-405): the log restarts empty at
+        ``offset`` (the local log start) with ``log_start_offset`` below it (the rest is
+        remote), the leader-epoch cache holds ``epochs`` (those starting before ``offset``)
+        and the producer state is the snapshot taken at ``offset``."""
+        with self._lock:
+            log.info(
+                "%s: restarting the log at %d from the remote tier (log start %d)",
+                self.tp,
+                offset,
+                log_start_offset,
+            )
+            self.truncate_fully_and_start_at(offset)
+            self.log_start_offset = min(log_start_offset, offset)
+            for epoch, start in epochs:
+                if start < offset:
+                    self.leader_epoch_cache.assign(epoch, start, durable=False)
+            self.leader_epoch_cache.sync()
+            atomic_write(self.producer_state.snapshot_path(offset), producer_snapshot)
+            self.producer_state.load_latest_snapshot(offset)
+            self.producer_state.last_map_offset = offset
 
     def _restart_at_locked(self, offset: int) -> None:
         for seg in list(self._segments):

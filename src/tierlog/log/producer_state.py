@@ -274,7 +274,9 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset a read_committed consumer may not pass: the earliest open
-        transaction, or a completed one whose marker is not yet below ``high_watermark``."""
+        transaction, or a completed one whose marker is not yet below ``high_watermark``.
+        Completed transactions below it are forgotten here (the log also calls it after each
+        marker, so they never pile up on a partition nobody reads)."""
         unrep = self.unreplicated
         if not unrep and not self.ongoing:
             return None

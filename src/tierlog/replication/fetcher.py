@@ -10,6 +10,11 @@ Fetch (``replica_id`` = this broker, ``replica.fetch.*``) for the fetching ones.
 applied only if the partition is still there at the epoch and offset asked (F-5, checklist
 30). The leader's high watermark is applied clamped to the LEO (F-8, checklist 33).
 
+OFFSET_MOVED_TO_TIERED_STORAGE (the leader holds our fetch offset only in the remote tier)
+puts the partition in a third state, **building auxiliary state**: its log restarts at the
+leader's local log start with the epoch cache and producer state read from the remote tier
+(``replication.aux_state``, KIP-405), and fetching resumes there.
+
 OFFSET_OUT_OF_RANGE resets the fetch position as F-11 says (ListOffsets LATEST, then
 EARLIEST, to the leader). Other errors (table of §4.2): FENCED_LEADER_EPOCH at the current
 epoch marks the partition failed until a new state re-adds it (F-6); the rest back it off
@@ -32,18 +37,24 @@ from tierlog.log import PartitionLog
 from tierlog.log.leader_epoch import UNDEFINED_EPOCH
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
+from tierlog.replication.aux_state import RemoteAuxStateSource, build_aux_state
 from tierlog.replication.wire import BrokerConnection
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
-LIST_OFFSETS_VERSION = 7
+LIST_OFFSETS_VERSION = 9
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 class Phase(enum.Enum):
     TRUNCATING = "truncating"
     FETCHING = "fetching"
+    BUILDING_AUX_STATE = "building-aux-state"
+    """Answered OFFSET_MOVED_TO_TIERED_STORAGE: restarting the log from the remote tier's
+    state (``replication.aux_state``) before fetching again."""
 
 
 @dataclass
@@ -70,6 +81,9 @@ class FetcherSettings:
     partition_max_bytes: int
     backoff_ms: int
     request_timeout_s: float = 30.0
+    fetch_last_tiered_offset: bool = False
+    """KIP-1023 (``follower.fetch.last.tiered.offset.enable``): an empty follower of a
+    tiered partition starts after the leader's last tiered offset."""
 
 
 class ReplicaFetcher:
@@ -86,8 +100,12 @@ class ReplicaFetcher:
         settings: FetcherSettings,
         endpoint: Callable[[], tuple[str, int] | None],
         on_appended: Callable[[tuple[str, int]], None],
+        aux_source: RemoteAuxStateSource | None = None,
     ) -> None:
         self.leader_id = leader_id
+        self.aux_source = aux_source
+        """The remote tier for followers behind the leader's local log start (tiered
+        storage on); without it such a partition backs off."""
         self.fetcher_id = fetcher_id
         self.settings = settings
         self._endpoint = endpoint
@@ -191,6 +209,8 @@ class ReplicaFetcher:
             latest = s.log.leader_epoch_cache.latest_epoch()
             if latest is None:
                 self._truncated(s, s.log.high_watermark, done=True)
+                if self._empty(s) and self.settings.fetch_last_tiered_offset:
+                    await self._start_after_last_tiered(conn, s)
                 continue
             asked[s.key] = (s, s.leader_epoch, latest)
             topics.setdefault(s.topic, []).append(
@@ -290,6 +310,8 @@ class ReplicaFetcher:
                 code = int(p.error_code)
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._reset_out_of_range(conn, s, epoch)
+                elif code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                    await self._build_aux_state(conn, s, epoch, int(p.log_start_offset))
                 elif code != 0:
                     self._back_off(s, code)
                 else:
@@ -313,9 +335,113 @@ class ReplicaFetcher:
         if earliest > s.log.log_end_offset:
             s.log.truncate_fully_and_start_at(earliest)
 
+    # ---- building auxiliary state from the remote tier (KIP-405) -----------------------------
+    async def _build_aux_state(
+        self, conn: BrokerConnection, s: FetchState, epoch: int, leader_log_start: int
+    ) -> None:
+        """OFFSET_MOVED_TO_TIERED_STORAGE: restart the log where the leader's local log
+        starts, with the epoch cache and producer state read from the remote tier
+        (``replication.aux_state``); never the tiered records themselves."""
+        source = self.aux_source
+        if source is None:
+            log.warning("%s-%d: the leader's data is tiered but tiering is off here", *s.key)
+            self._back_off(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+            return
+        s.phase = Phase.BUILDING_AUX_STATE
+
+        async def earliest_local() -> tuple[int, int] | None:
+            return await self._list_offset_and_epoch(conn, s, EARLIEST_LOCAL)
+
+        async def epoch_end(asked: int) -> tuple[int, int] | None:
+            return await self._epoch_end(conn, s, asked)
+
+        try:
+            start = await build_aux_state(
+                s.log, source, leader_log_start, earliest_local, epoch_end
+            )
+        except Exception as e:
+            log.info("%s-%d: building state from the remote tier failed: %r", *s.key, e)
+            s.phase = Phase.FETCHING
+            self._back_off(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+            return
+        if start is not None and self._current(s, epoch):
+            log.info("%s-%d: bootstrapped from the remote tier; fetching from %d", *s.key, start)
+        s.phase = Phase.FETCHING
+
+    @staticmethod
+    def _empty(s: FetchState) -> bool:
+        return s.log.log_end_offset == s.log.log_start_offset == 0
+
+    async def _start_after_last_tiered(self, conn: BrokerConnection, s: FetchState) -> None:
+        """KIP-1023: an empty follower starts after the leader's last tiered offset (its
+        state built from the segment ending there) rather than fetching the local part of
+        the leader's log that is already remote. Without tiered data it fetches from 0; when
+        the remote tier cannot answer yet it tries again after the back-off."""
+        source = self.aux_source
+        if source is None or s.phase is not Phase.FETCHING:
+            return
+        last = await self._list_offset_and_epoch(conn, s, LATEST_TIERED)
+        if last is None or last[0] < 0 or last[1] < 0:
+            return
+        tiered, epoch = last
+        leader_start = await self._list_offset(conn, s, -2)
+        if leader_start is None:
+            return
+
+        async def after_last_tiered() -> tuple[int, int]:
+            return tiered + 1, epoch
+
+        async def epoch_end(asked: int) -> tuple[int, int] | None:
+            return await self._epoch_end(conn, s, asked)
+
+        s.phase = Phase.BUILDING_AUX_STATE
+        try:
+            start = await build_aux_state(s.log, source, leader_start, after_last_tiered, epoch_end)
+        except Exception as e:
+            log.info("%s-%d: starting after the last tiered offset failed: %r", *s.key, e)
+            s.phase = Phase.TRUNCATING  # tried again after the back-off, as Kafka does
+            self._back_off(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+            return
+        if start is not None:
+            log.info("%s-%d: empty follower starts after the last tiered offset", *s.key)
+        s.phase = Phase.FETCHING
+
+    async def _epoch_end(
+        self, conn: BrokerConnection, s: FetchState, asked: int
+    ) -> tuple[int, int] | None:
+        response = await conn.call(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            EPOCH_VERSION,
+            self.settings.request_timeout_s,
+            replica_id=self.settings.broker_id,
+            topics=[
+                {
+                    "topic": s.topic,
+                    "partitions": [
+                        {
+                            "partition": s.index,
+                            "current_leader_epoch": s.leader_epoch,
+                            "leader_epoch": asked,
+                        }
+                    ],
+                }
+            ],
+        )
+        p = response.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            self._back_off(s, int(p.error_code))
+            return None
+        return int(p.leader_epoch), int(p.end_offset)
+
     async def _list_offset(self, conn: BrokerConnection, s: FetchState, ts: int) -> int | None:
         """The leader's offset for a special timestamp, fenced by our epoch; None after an
         error (the partition is backed off)."""
+        got = await self._list_offset_and_epoch(conn, s, ts)
+        return None if got is None else got[0]
+
+    async def _list_offset_and_epoch(
+        self, conn: BrokerConnection, s: FetchState, ts: int
+    ) -> tuple[int, int] | None:
         response = await conn.call(
             ApiKey.LIST_OFFSETS,
             LIST_OFFSETS_VERSION,
@@ -339,7 +465,7 @@ class ReplicaFetcher:
         if int(p.error_code) != 0:
             self._back_off(s, int(p.error_code))
             return None
-        return int(p.offset)
+        return int(p.offset), int(p.leader_epoch)
 
     def _append(self, s: FetchState, records: Any, leader_hw: int, leader_start: int) -> None:
         """F-7, F-8: append, take the leader's HW (clamped, not maxed) and its log start

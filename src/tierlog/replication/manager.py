@@ -56,6 +56,7 @@ from tierlog.log.checkpoint import topic_id_from_base64
 from tierlog.log.names import TopicPartition
 from tierlog.log.partition_log import INTERNAL_TOPICS
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.replication.aux_state import RemoteAuxStateSource
 from tierlog.replication.delayed_produce import DelayedProduces
 from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
 from tierlog.replication.partition import Partition
@@ -68,8 +69,15 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
+#: Replicated like a user topic: each broker's topic-based RLMM reads it (KIP-405).
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+
 #: Internal topics that are cluster topics: created through ZooKeeper and replicated.
-REPLICATED_INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+REPLICATED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", REMOTE_LOG_METADATA_TOPIC})
+
+PartitionRoleListener = Callable[[Partition], None]
+"""Told, on the loop, of each partition that became leader or follower at a new leader
+epoch, and of each replica stopped here (``leader`` is then ``NO_LEADER``)."""
 
 
 class LocalTopics(Protocol):
@@ -165,9 +173,12 @@ class ReplicaManager:
             max_bytes=int(config.get("replica.fetch.response.max.bytes")),
             partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
             backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+            fetch_last_tiered_offset=bool(config.get("follower.fetch.last.tiered.offset.enable")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
         self._leadership: dict[str, list[LeadershipListener]] = {}
+        self._role_listeners: list[PartitionRoleListener] = []
+        self._aux_source: RemoteAuxStateSource | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     @property
@@ -289,6 +300,25 @@ class ReplicaManager:
             call(*args)
         except Exception:
             log.exception("leadership listener %r failed", call)
+
+    def set_remote_aux_source(self, source: RemoteAuxStateSource) -> None:
+        """Tiered storage is on: followers behind a leader's local log start bootstrap from
+        the remote tier through ``source`` (``replication.aux_state``)."""
+        self._aux_source = source
+        for fetcher in self._fetchers.values():
+            fetcher.aux_source = source
+
+    def add_partition_role_listener(self, listener: PartitionRoleListener) -> None:
+        """Follow every partition's role here, whatever its topic (the remote log tasks of
+        tiered partitions); ``add_leadership_listener`` follows one topic's partitions."""
+        self._role_listeners.append(listener)
+
+    def _role_changed(self, p: Partition) -> None:
+        for listener in list(self._role_listeners):
+            try:
+                listener(p)
+            except Exception:
+                log.exception("%s-%d: leadership listener failed", *p.key)
 
     # ---- what handlers ask ---------------------------------------------------------------
     def manages(self, topic: str) -> bool:
@@ -496,6 +526,7 @@ class ReplicaManager:
                 self._add_to_fetcher(p)
         if changed:
             self._notify_leadership(p)
+            self._role_changed(p)
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
@@ -505,6 +536,7 @@ class ReplicaManager:
             self._check_produces(p)
             for listener in list(self._leadership.get(key[0], ())):
                 self._tell(listener.stopped, key[1])
+            self._role_changed(p)
 
     # ---- fetchers ------------------------------------------------------------------------
     def _add_to_fetcher(self, p: Partition) -> None:
@@ -519,6 +551,7 @@ class ReplicaManager:
                 self._fetch_settings,
                 lambda: self._endpoint(leader),
                 self._on_follower_appended,
+                self._aux_source,
             )
             self._fetchers[(leader, fid)] = fetcher
             fetcher.start()
@@ -528,6 +561,10 @@ class ReplicaManager:
         for (leader, _), fetcher in self._fetchers.items():
             if leader != keep_leader:
                 fetcher.remove(key)
+
+    def endpoint_of(self, broker: int) -> tuple[str, int] | None:
+        """Where a live broker serves (its first advertised listener), or None."""
+        return self._endpoint(broker)
 
     def _endpoint(self, broker: int) -> tuple[str, int] | None:
         view = self.view

@@ -132,9 +132,7 @@ class Broker:
         )
         self.state = state
         register_all(router, state)
-        self.cluster = await ClusterMode.start(cfg, state.advertised)
-        if state.replication is not None and self.cluster is not None:
-            state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
+        await self._join_cluster(state, cluster_id)
         await start_transactions(state)
         self._tasks.append(loop.create_task(self._warm_codec()))
         self._tasks.append(
@@ -259,6 +257,14 @@ class Broker:
         while True:
             await asyncio.sleep(native_memory.TRIM_INTERVAL_S)
             await asyncio.to_thread(native_memory.trim)
+
+    async def _join_cluster(self, state: BrokerState, cluster_id: str) -> None:
+        """Cluster mode: register, start replication, and let tiering follow leadership."""
+        self.cluster = await ClusterMode.start(self.config, state.advertised)
+        if state.replication is not None and self.cluster is not None:
+            state.cluster_id = await state.replication.start(self.cluster.node, cluster_id)
+            if state.tiering is not None:
+                state.tiering.attach_replication(state.replication)
 
     async def _warm_codec(self) -> None:
         for _ in preload_steps(ADVERTISED):

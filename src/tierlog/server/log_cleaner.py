@@ -2,7 +2,11 @@
 
 The cleaner itself (``tierlog.log.cleaner``) is owned by the ``LogManager``; the broker
 starts it after the logs are loaded and the manager stops it before the final flush.
-The gauges are Kafka's ``LogCleaner``/``LogCleanerManager`` metrics, read when scraped.
+The gauges are Kafka's ``LogCleaner``/``LogCleanerManager`` metrics, read when scraped,
+plus ``tierlog_log_cleaner_dirty_ratio{topic,partition}``: the cleanable ratio of each
+compacted log of this broker (its own replica), which ``tierlog topics describe
+--metrics-url`` reads; Kafka has no request that carries it, only the cleaner's log line
+and the ``max-dirty-percent`` gauge.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from prometheus_client.registry import Collector
 from tierlog.config.broker import BrokerConfig
 from tierlog.log.cleaner.config import CleanerConfig
 from tierlog.log.cleaner.log_cleaner import CleanerHealth
+
+DIRTY_RATIO_METRIC = "tierlog_log_cleaner_dirty_ratio"
 
 
 def cleaner_config_for(broker: BrokerConfig) -> CleanerConfig:
@@ -72,3 +78,12 @@ class CleanerCollector(Collector):
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
+        ratios = GaugeMetricFamily(
+            DIRTY_RATIO_METRIC,
+            "Cleanable (dirty) bytes over all bytes below the first uncleanable offset, "
+            "per compacted log.",
+            labels=["topic", "partition"],
+        )
+        for tp, ratio in sorted(health.dirty_ratios.items()):
+            ratios.add_metric([tp.topic, str(tp.partition)], ratio)
+        yield ratios

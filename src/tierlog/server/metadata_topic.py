@@ -20,16 +20,34 @@ mismatch with ``remote.log.metadata.topic.num.partitions``.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
+from tierlog.cluster.assignment import assign_replicas
+from tierlog.cluster.topic_creation import TopicExistsError, create_topic
 from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
+from tierlog.log.checkpoint import topic_id_to_base64
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.replication.manager import ReplicaManager
+from tierlog.replication.wire import BrokerConnection
 from tierlog.tiered.metadata import METADATA_TOPIC, MetadataTopicIO
 
-__all__ = ["LogMetadataTopicIO", "TopicCreator", "loop_topic_creator"]
+__all__ = [
+    "LogMetadataTopicIO",
+    "ReplicatedMetadataTopicIO",
+    "TopicCreator",
+    "loop_topic_creator",
+]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: Creates the topic with this many partitions and these configs (or finds it existing).
 TopicCreator = Callable[[int, Mapping[str, str]], None]
@@ -149,3 +167,312 @@ def loop_topic_creator(
         asyncio.run_coroutine_threadsafe(on_loop(), loop).result(CREATE_WAIT_S)
 
     return run
+
+
+#: Errors of a metadata append worth another try at the (possibly new) leader.
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+
+#: How long one metadata append keeps retrying a leader that moves before it fails.
+APPEND_DEADLINE_S = 30.0
+_PRODUCE_VERSION = 9
+_LIST_OFFSETS_VERSION = 7
+_FETCH_VERSION = 12
+
+
+class ReplicatedMetadataTopicIO(MetadataTopicIO):
+    """``MetadataTopicIO`` of a broker in cluster mode: ``__remote_log_metadata`` is a
+    replicated topic like any other.
+
+    * ``ensure_topic``: the topic is created through the controller (its fenced writer, the
+      assignment by Kafka's rules, ``remote.log.metadata.topic.replication.factor``
+      replicas) by whichever broker is controller; the others wait until it exists and
+      their replicas are local. Too few live brokers for the factor is a retriable failure,
+      as Kafka's INVALID_REPLICATION_FACTOR on the RLMM's admin client.
+    * ``append``: a Produce with acks=all to the metadata partition's current leader (this
+      broker included, through its own listener), so the event is durable on the ISR when
+      it returns; a leader change is retried within ``APPEND_DEADLINE_S``.
+    * ``read``: the local replica (leader or follower) up to its high watermark, so the
+      RLMM never acts on an event a new leader could truncate; a metadata partition with no
+      replica here (fewer replicas than brokers) is fetched from its leader as a consumer
+      fetches, which also stops at the high watermark;
+    * ``end_offset``: the leader's high watermark (asked with ListOffsets when another
+      broker leads), as a Kafka consumer's end offset: a replica that is still catching up
+      must not make the RLMM declare a user partition loaded before it has read what the
+      leader already acknowledged.
+
+    Every call comes from an RLMM thread and hops to the event loop, which owns the
+    replication layer; ``attach`` gives it that layer once the broker has joined the cluster
+    (until then every call fails and the RLMM retries).
+    """
+
+    def __init__(
+        self,
+        logs: LogManager,
+        loop: asyncio.AbstractEventLoop,
+        replication_factor: int,
+        *,
+        max_read_bytes: int = 1 << 20,
+    ) -> None:
+        self._logs = logs
+        self._loop = loop
+        self._rf = replication_factor
+        self._max_read_bytes = max_read_bytes
+        self._repl: ReplicaManager | None = None
+        self._conns: dict[int, BrokerConnection] = {}
+        """To each leader, for appends (the publisher thread's)."""
+        self._read_conns: dict[int, BrokerConnection] = {}
+        """To each leader, for end offsets (the consumer thread's)."""
+        self._closed = False
+
+    def attach(self, repl: ReplicaManager) -> None:
+        self._repl = repl
+
+    def _on_loop(self, coro: Coroutine[Any, Any, _T], timeout_s: float) -> _T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the metadata topic is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+
+    def _replication(self) -> ReplicaManager:
+        repl = self._repl
+        if repl is None or repl.view is None:
+            raise RuntimeError("this broker has not joined the cluster yet")
+        return repl
+
+    # ---- topic ------------------------------------------------------------------------
+    def ensure_topic(self, num_partitions: int, configs: Mapping[str, str]) -> int:
+        return self._on_loop(self._ensure(num_partitions, configs), CREATE_WAIT_S + 5)
+
+    async def _ensure(self, num_partitions: int, configs: Mapping[str, str]) -> int:
+        repl = self._replication()
+        view, node = repl.view, repl.node
+        assert view is not None and node is not None
+        assignment = view.topics().get(METADATA_TOPIC)
+        if assignment is None:
+            controller = node.controller
+            if controller is None:
+                raise RuntimeError(f"waiting for the controller to create {METADATA_TOPIC}")
+            live = {b: lb.registration.rack for b, lb in view.brokers().items()}
+            replicas = assign_replicas(live, num_partitions, self._rf)
+            try:
+                await asyncio.to_thread(
+                    create_topic,
+                    controller.writer,
+                    METADATA_TOPIC,
+                    topic_id_to_base64(uuid.uuid4()),
+                    replicas,
+                    dict(configs),
+                    set(live),
+                )
+                log.info(
+                    "created %s: %d partitions, replication factor %d",
+                    METADATA_TOPIC,
+                    num_partitions,
+                    self._rf,
+                )
+            except TopicExistsError:
+                pass
+        if not await repl.wait_topic(METADATA_TOPIC, CREATE_WAIT_S):
+            raise RuntimeError(f"{METADATA_TOPIC} is not local yet")
+        created = view.topics().get(METADATA_TOPIC)
+        if created is None:
+            raise RuntimeError(f"{METADATA_TOPIC} is not in the cluster view yet")
+        return len(created.partitions)
+
+    # ---- append -----------------------------------------------------------------------
+    def append(self, partition: int, key: bytes | None, value: bytes) -> int:
+        batch = build_batch([SimpleRecord(value, key)])
+        return self._on_loop(self._append(partition, batch), APPEND_DEADLINE_S + 5)
+
+    async def _append(self, partition: int, batch: bytes) -> int:
+        deadline = self._loop.time() + APPEND_DEADLINE_S
+        last = "no leader"
+        while self._loop.time() < deadline:
+            repl = self._replication()
+            info = None if repl.view is None else repl.view.partition(METADATA_TOPIC, partition)
+            leader = None if info is None or info.state is None else info.state.leader
+            endpoint = None if leader is None or leader < 0 else repl.endpoint_of(leader)
+            if leader is None or endpoint is None:
+                last = f"no live leader for {METADATA_TOPIC}-{partition}"
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                code, offset = await self._produce(leader, endpoint, partition, batch)
+            except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError) as e:
+                await self._drop(leader)
+                last = repr(e)
+                await asyncio.sleep(0.1)
+                continue
+            if code == ErrorCode.NONE:
+                return offset
+            if code not in _RETRIABLE:
+                raise KafkaError(code, f"appending to {METADATA_TOPIC}-{partition} failed")
+            last = code.name
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"appending to {METADATA_TOPIC}-{partition}: {last}")
+
+    async def _connection(
+        self, conns: dict[int, BrokerConnection], leader: int, endpoint: tuple[str, int]
+    ) -> BrokerConnection:
+        conn = conns.get(leader)
+        if conn is None:
+            conn = await BrokerConnection.open(*endpoint, client_id="tierlog-rlmm", timeout_s=10.0)
+            conns[leader] = conn
+        return conn
+
+    async def _produce(
+        self, leader: int, endpoint: tuple[str, int], partition: int, batch: bytes
+    ) -> tuple[ErrorCode, int]:
+        conn = await self._connection(self._conns, leader, endpoint)
+        response = await conn.call(
+            ApiKey.PRODUCE,
+            _PRODUCE_VERSION,
+            APPEND_DEADLINE_S,
+            transactional_id=None,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=APPEND_DEADLINE_S / 2),
+            topic_data=[
+                {"name": METADATA_TOPIC, "partition_data": [{"index": partition, "records": batch}]}
+            ],
+        )
+        p = response.responses[0].partition_responses[0]
+        return ErrorCode(int(p.error_code)), int(p.base_offset)
+
+    async def _drop(self, leader: int, conns: dict[int, BrokerConnection] | None = None) -> None:
+        conn = (self._conns if conns is None else conns).pop(leader, None)
+        if conn is not None:
+            await conn.close()
+
+    async def aclose(self) -> None:
+        """Close the connections to the leaders (on the loop, at broker shutdown)."""
+        self._closed = True
+        for leader in list(self._conns):
+            await self._drop(leader)
+        for leader in list(self._read_conns):
+            await self._drop(leader, self._read_conns)
+
+    # ---- read -------------------------------------------------------------------------
+    def _local(self, partition: int) -> PartitionLog | None:
+        """The local replica of a metadata partition, None if this broker holds none."""
+        repl = self._replication()
+        if repl.partition(METADATA_TOPIC, partition) is None:
+            return None
+        return self._logs.get_log(TopicPartition(METADATA_TOPIC, partition))
+
+    def _leader(self, partition: int) -> int | None:
+        repl = self._replication()
+        info = None if repl.view is None else repl.view.partition(METADATA_TOPIC, partition)
+        leader = None if info is None or info.state is None else info.state.leader
+        return None if leader is None or leader < 0 else leader
+
+    def end_offset(self, partition: int) -> int:
+        lg = self._local(partition)
+        local = -1 if lg is None else lg.high_watermark
+        leader = self._leader(partition)
+        if leader == self._replication().broker_id and local >= 0:
+            return local
+        if leader is None:
+            if local >= 0:
+                return local
+            raise RuntimeError(f"{METADATA_TOPIC}-{partition} has no leader")
+        return max(local, self._on_loop(self._leader_end(leader, partition), APPEND_DEADLINE_S))
+
+    async def _leader_end(self, leader: int, partition: int) -> int:
+        response = await self._ask_leader(
+            leader,
+            partition,
+            ApiKey.LIST_OFFSETS,
+            _LIST_OFFSETS_VERSION,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": METADATA_TOPIC,
+                    "partitions": [
+                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}
+                    ],
+                }
+            ],
+        )
+        p = response.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            code = ErrorCode(int(p.error_code))
+            raise KafkaError(code, f"end offset of {METADATA_TOPIC}-{partition}")
+        return int(p.offset)
+
+    async def _ask_leader(
+        self, leader: int, partition: int, api: ApiKey, version: int, **fields: Any
+    ) -> Any:
+        """One request to a metadata partition's leader on the consumer thread's connection."""
+        endpoint = self._replication().endpoint_of(leader)
+        if endpoint is None:
+            raise RuntimeError(f"the leader {leader} of {METADATA_TOPIC}-{partition} is not live")
+        try:
+            conn = await self._connection(self._read_conns, leader, endpoint)
+            return await conn.call(api, version, 10.0, **fields)
+        except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            await self._drop(leader, self._read_conns)
+            raise
+
+    def read(self, partition: int, from_offset: int) -> list[tuple[int, bytes]]:
+        lg = self._local(partition)
+        if lg is not None:
+            if from_offset >= lg.high_watermark:
+                return []
+            data = lg.read(from_offset, self._max_read_bytes, True, "hw").to_bytes()
+        else:
+            leader = self._leader(partition)
+            if leader is None:
+                return []
+            data = self._on_loop(self._fetch(leader, partition, from_offset), APPEND_DEADLINE_S)
+        out: list[tuple[int, bytes]] = []
+        for h in scan_batches(data):
+            for r in iter_records(data[h.position : h.end]):
+                if r.offset >= from_offset and r.value is not None:
+                    out.append((r.offset, r.value))
+        return out
+
+    async def _fetch(self, leader: int, partition: int, offset: int) -> bytes:
+        response = await self._ask_leader(
+            leader,
+            partition,
+            ApiKey.FETCH,
+            _FETCH_VERSION,
+            replica_id=-1,
+            max_wait=datetime.timedelta(0),
+            min_bytes=0,
+            max_bytes=self._max_read_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": self._max_read_bytes,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        p = response.responses[0].partitions[0]
+        if int(p.error_code) != 0:
+            code = ErrorCode(int(p.error_code))
+            raise KafkaError(code, f"fetching {METADATA_TOPIC}-{partition} at {offset}")
+        return bytes(p.records or b"")

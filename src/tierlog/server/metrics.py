@@ -74,6 +74,18 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "tierlog_remote_delete_errors_total", "counter", "topic, partition", "Failed deletes."
     ),
     MetricDoc(
+        "tierlog_build_remote_log_aux_state_requests_total",
+        "counter",
+        "topic, partition",
+        "Follower bootstraps from the remote tier (Kafka's BuildRemoteLogAuxStateRequestsPerSec).",
+    ),
+    MetricDoc(
+        "tierlog_build_remote_log_aux_state_errors_total",
+        "counter",
+        "topic, partition",
+        "Failed follower bootstraps from the remote tier (BuildRemoteLogAuxStateErrorsPerSec).",
+    ),
+    MetricDoc(
         "tierlog_remote_copy_lag_bytes",
         "gauge",
         "topic, partition",
@@ -167,6 +179,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     ),
     MetricDoc(
         "tierlog_log_cleaner_max_clean_time_secs", "gauge", "", "Duration of the last cleaning."
+    ),
+    MetricDoc(
+        "tierlog_log_cleaner_dirty_ratio",
+        "gauge",
+        "topic, partition",
+        "Dirty bytes over all bytes below the first uncleanable offset, per compacted log "
+        "(this broker's replica); `topics describe --metrics-url` shows it.",
     ),
 )
 

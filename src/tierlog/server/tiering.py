@@ -15,6 +15,13 @@ What the broker reports (each call is cheap on the loop unless said otherwise):
 
 * startup: every tiered log is led here (single node), after the RLMM is initialized; an
   RLMM that cannot initialize within its timeout stops the broker (``TieringStartupError``);
+* cluster mode (``zookeeper.connect``): ``__remote_log_metadata`` is a replicated topic
+  (``server.metadata_topic.ReplicatedMetadataTopicIO``) that the RLMM initializes in the
+  background once the broker has joined (``attach_replication``); from then on the tasks of
+  each tiered partition follow the replication layer's leadership, and its followers can
+  bootstrap from the remote tier. The remote tier must be one store that every broker
+  reaches: the embedded default (a directory next to each broker's log dir) is not, and the
+  broker warns about it;
 * topic or partition creation: ``partitions_added``;
 * topic deletion: ``before_topic_delete`` deletes the remote data first (blocking work on a
   worker thread), because the local log and its topic id are gone afterwards;
@@ -28,15 +35,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from tierlog.cluster.znodes import NO_LEADER
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager, PartitionLog, TopicPartition
-from tierlog.server.metadata_topic import LogMetadataTopicIO, loop_topic_creator
+from tierlog.replication.aux_state import (
+    AuxStateUnavailable,
+    RemoteAuxState,
+    RemoteAuxStateSource,
+)
+from tierlog.replication.manager import ReplicaManager
+from tierlog.replication.partition import Partition
+from tierlog.server.metadata_topic import (
+    LogMetadataTopicIO,
+    ReplicatedMetadataTopicIO,
+    loop_topic_creator,
+)
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
 from tierlog.tiered.api import (
@@ -66,6 +86,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NUM_PARTITIONS_KEY = "remote.log.metadata.topic.num.partitions"
+_REPLICATION_FACTOR_KEY = "remote.log.metadata.topic.replication.factor"
 
 
 class TieringStartupError(RuntimeError):
@@ -102,6 +123,20 @@ def plugin_settings(cfg: BrokerConfig) -> PluginSettings:
     )
 
 
+class _RemoteAuxState(RemoteAuxStateSource):
+    """The remote tier as replication's bootstrapping followers read it."""
+
+    def __init__(self, rlm: RemoteLogManager) -> None:
+        self._rlm = rlm
+
+    def aux_state(self, log: PartitionLog, epoch: int, offset: int) -> RemoteAuxState:
+        try:
+            got = self._rlm.segment_aux_state(log, epoch, offset)
+        except Exception as e:
+            raise AuxStateUnavailable(str(e)) from e
+        return RemoteAuxState(got.next_offset, got.epochs, got.producer_snapshot)
+
+
 class Tiering:
     """The broker's RemoteLogManager plus the bookkeeping of what it was told."""
 
@@ -115,6 +150,12 @@ class Tiering:
         self._topics = topics
         self._logs = logs
         self._closed = False
+        self._cluster = False
+        """Cluster mode: leadership comes from the replication layer (``attach_replication``)."""
+        self._metadata_io: ReplicatedMetadataTopicIO | None = None
+        """Cluster mode with the topic-based RLMM: ``__remote_log_metadata`` is replicated."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._repl: ReplicaManager | None = None
 
     # ---- startup ------------------------------------------------------------------------
     @classmethod
@@ -145,13 +186,86 @@ class Tiering:
             raise TieringStartupError(f"cannot load the tiered storage plugins: {e}") from e
         tiering = cls(rlm, topics, logs)
         try:
-            await tiering._bind_metadata_topic(loop, topics, logs, purgatory, settings)
+            if cfg.get("zookeeper.connect") is not None:
+                tiering._cluster = True
+                if not cfg.rsm_config:
+                    log.warning(
+                        "cluster mode with the storage plugin's embedded default (%s): each "
+                        "broker tiers to its own store, so replicas cannot read what another "
+                        "leader uploaded; configure one remote store shared by every broker",
+                        dict(settings.rsm_props),
+                    )
+                tiering._bind_replicated_metadata_topic(loop, logs, settings)
+            else:
+                await tiering._bind_metadata_topic(loop, topics, logs, purgatory, settings)
         except BaseException:
             await asyncio.to_thread(rlm.close)
             raise
         rlm.startup()
         tiering.partitions_added(lg.tp.topic for lg in logs.all_logs())
         return tiering
+
+    def _bind_replicated_metadata_topic(
+        self, loop: asyncio.AbstractEventLoop, logs: LogManager, settings: PluginSettings
+    ) -> None:
+        """Cluster mode: the RLMM gets the replicated topic; it initializes in the background
+        once the broker has joined (``attach_replication``), because creating the topic
+        needs a controller and enough live brokers, which a starting broker cannot wait for."""
+        rlmm = self.rlm.rlmm
+        if not isinstance(rlmm, SupportsMetadataTopic):
+            return
+        rf = int(settings.rlmm_props.get(_REPLICATION_FACTOR_KEY, "3"))
+        self._metadata_io = ReplicatedMetadataTopicIO(logs, loop, rf)
+        rlmm.bind_metadata_topic(self._metadata_io)
+
+    def attach_replication(self, repl: ReplicaManager) -> None:
+        """Cluster mode, once the broker has joined: the metadata topic goes through ``repl``
+        and the tasks of each tiered partition follow its leadership from now on."""
+        self._repl = repl
+        if self._metadata_io is not None:
+            self._metadata_io.attach(repl)
+        repl.set_remote_aux_source(_RemoteAuxState(self.rlm))
+        repl.add_partition_role_listener(self._leadership_changed)
+        for p in list(repl.partitions.values()):
+            self._leadership_changed(p)
+        rlmm = self.rlm.rlmm
+        if isinstance(rlmm, SupportsMetadataTopic):
+            self._spawn(self._await_metadata(rlmm))
+
+    async def _await_metadata(self, rlmm: SupportsMetadataTopic) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.to_thread(rlmm.await_initialized)
+        except Exception as e:
+            log.error(
+                "remote log metadata manager failed to initialize; tiered partitions are not "
+                "served: %s",
+                e,
+            )
+            return
+        log.info("remote log metadata ready in %.2fs", time.monotonic() - started)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _leadership_changed(self, p: Partition) -> None:
+        """A new leader epoch (or the replica stopped here): the partition's tasks are
+        cancelled and started for its new role (spec §5.3, 36)."""
+        lg = p.log
+        if self._closed or not lg.remote_enabled:
+            return
+        repl = self._repl
+        if p.leader == NO_LEADER and (repl is None or repl.partition(*p.key) is not p):
+            self._spawn(asyncio.to_thread(self.rlm.stop_partitions, [StopPartition(lg)]))
+        elif p.is_leader:
+            log.info("%s: remote log tasks of the leader at epoch %d", lg.tp, p.leader_epoch)
+            self.rlm.on_leadership_change([lg], restart=True)
+        else:
+            log.info("%s: remote log tasks of a follower at epoch %d", lg.tp, p.leader_epoch)
+            self.rlm.on_leadership_change([], [lg], restart=True)
+        self._register_metrics([lg])
 
     async def _bind_metadata_topic(
         self,
@@ -201,16 +315,20 @@ class Tiering:
         return out
 
     def partitions_added(self, topics: Iterable[str]) -> None:
-        """New (or newly loaded) partitions: this single-node broker leads them all."""
-        if self._closed:
+        """New (or newly loaded) partitions: this single-node broker leads them all. In
+        cluster mode leadership comes from the replication layer instead."""
+        if self._closed or self._cluster:
             return
         leaders = [
             lg for t in dict.fromkeys(topics) for lg in self._logs_of(t) if lg.remote_enabled
         ]
         if leaders:
             self.rlm.on_leadership_change(leaders)
+        self._register_metrics(leaders)
+
+    def _register_metrics(self, logs: Iterable[PartitionLog]) -> None:
         m = self.rlm.metrics
-        for lg in leaders:
+        for lg in logs:
             # every series exists from the start at 0, so dashboards and rate() see the first
             # error instead of a series appearing out of nothing
             for counter in (
@@ -228,11 +346,13 @@ class Tiering:
     async def before_topic_delete(self, topic: str) -> None:
         """Delete the topic's remote data (DELETE_STARTED .. partition delete records) while
         its logs still exist. A failure is logged, not raised: the topic goes anyway, as in
-        Kafka, and its metadata records say which segments were left behind."""
+        Kafka, and its metadata records say which segments were left behind. In cluster mode
+        only a partition's leader deletes its remote data (spec §7, 14), the other replicas
+        only stop their tasks, so the data is deleted once."""
         if self._closed:
             return
         stops = [
-            StopPartition(lg, delete_remote_log=True)
+            StopPartition(lg, delete_remote_log=self._leads(lg))
             for lg in self._logs_of(topic)
             if lg.remote_enabled
         ]
@@ -242,6 +362,14 @@ class Tiering:
             await asyncio.to_thread(self.rlm.stop_partitions, stops)
         except Exception:
             log.exception("deleting the remote data of topic %s failed", topic)
+
+    def _leads(self, lg: PartitionLog) -> bool:
+        """This broker may act as the partition's leader on its remote data: always in single
+        node mode, only while leading in cluster mode."""
+        if not self._cluster:
+            return True
+        p = None if self._repl is None else self._repl.partition(*lg.tp)
+        return p is not None and p.is_leader
 
     def config_snapshot(self, topic: str) -> dict[TopicPartition, bool]:
         return {lg.tp: lg.remote_enabled for lg in self._logs_of(topic)}
@@ -254,7 +382,12 @@ class Tiering:
             return
         for lg in self._logs_of(topic):
             was = before.get(lg.tp, False)
-            if was and not lg.remote_enabled:
+            p = None if self._repl is None else self._repl.partition(*lg.tp)
+            if self._cluster and not self.rlm.tasks_of(lg.tp) and p is not None:
+                self._leadership_changed(p)  # tiering turned on: tasks for its current role
+            elif was and not lg.remote_enabled and not self._leads(lg):
+                await asyncio.to_thread(self.rlm.stop_partitions, [StopPartition(lg)])
+            elif was and not lg.remote_enabled:
                 try:
                     await asyncio.to_thread(self.rlm.disable_remote, lg)
                 except Exception:
@@ -268,4 +401,9 @@ class Tiering:
         if self._closed:
             return
         self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._metadata_io is not None:
+            await self._metadata_io.aclose()
         await asyncio.to_thread(self.rlm.close)

@@ -125,13 +125,17 @@ def _as_pairs(entries: list[OffsetPosition]) -> list[tuple[int, int]]:
 
 
 def aborted_txns(ref: object) -> list[AbortedTxn]:
-    """The segment's transaction index (none if it has no file or object)."""
+    """The segment's transaction index (none if it has no file or object; a remote segment
+    uploaded with an empty one is not asked for it)."""
     ref = _checked(ref)
     if isinstance(ref, FileSegmentRef):
         path = Path(ref.log_path).with_suffix(".txnindex")
         return aborted_txns_from_bytes(path.read_bytes(), path.name) if path.exists() else []
+    metadata = ref.metadata()
+    if metadata.txn_idx_empty:
+        return []
     try:
-        with storage_plugin(ref.rsm).fetch_index(ref.metadata(), IndexType.TRANSACTION) as f:
+        with storage_plugin(ref.rsm).fetch_index(metadata, IndexType.TRANSACTION) as f:
             return aborted_txns_from_bytes(f.read())
     except RemoteResourceNotFoundException:
         return []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,41 @@ def test_token_bucket_paces_to_the_rate_including_oversized_requests() -> None:
     for _ in range(10):
         bucket.acquire(500)
     assert clock.now == pytest.approx(9.0)  # 9000 bytes beyond the burst at 1000 B/s
+
+
+def test_a_disk_cache_with_a_writer_serves_from_memory_and_stores_behind(tmp_path: Path) -> None:
+    held = threading.Event()
+    writer = ThreadPoolExecutor(1)
+    writer.submit(held.wait, 30)  # the writer is busy: stores queue behind it
+    cache = disk_chunk_cache(
+        tmp_path / "cache",
+        capacity_bytes=1 << 20,
+        ttl_seconds=60,
+        writer=writer,
+        max_pending_writes=2,
+    )
+    loads: list[str] = []
+
+    def loader(name: str) -> bytes:
+        loads.append(name)
+        return name.encode() * 100
+
+    try:
+        # served at once, from memory, before anything is on disk; still in flight, so a
+        # second reader shares it instead of loading again
+        assert cache.get(("a", 0), functools.partial(loader, "a")) == b"a" * 100
+        assert not list((tmp_path / "cache").glob("*-0.*"))
+        assert cache.get(("a", 0), functools.partial(loader, "a")) == b"a" * 100
+        assert cache.load_ahead(("b", 0), functools.partial(loader, "b")) == b"b" * 100
+        # two stores wait: a third read is served but not kept ...
+        assert cache.get(("c", 0), functools.partial(loader, "c")) == b"c" * 100
+        assert cache.stats.store_skipped == 1 and not cache.holds(("c", 0))
+        # ... while a prefetch, loaded only to be kept, is stored by its own thread
+        assert cache.prefetch(("d", 0), functools.partial(loader, "d"))
+        assert ("d", 0) in cache
+        held.set()
+        poll_until(lambda: ("a", 0) in cache and ("b", 0) in cache, what="stored behind")
+        assert loads == ["a", "b", "c", "d"]
+    finally:
+        held.set()
+        writer.shutdown(wait=True)

@@ -1,17 +1,21 @@
 """The read-ahead pipeline, observed at the plugin's store boundary.
 
-A reader with ``prefetch.max.size`` bytes in flight can go no faster than that amount per
-GET round trip (Little's law), so the stream must keep its whole window of chunk GETs
-outstanding while its consumer is slow, must not lose that concurrency to a small fetch
-pool, and must never GET a chunk twice. The store is real (``file://``); a wrapper around
-the plugin's backend holds chosen ranged GETs open and counts the ones in flight.
+Each stream keeps a window of chunks loaded or in flight past its reader's chunk and sizes
+it from what it measures (docs/read-ahead.md): it grows while a fast consumer waits for the
+store and shrinks to what a slow consumer drains per GET; all streams together hold at most
+the broker-wide budget; a reader that stops leaves at most one window fetched and unread;
+no chunk is ever fetched twice. The store is real (``file://``); wrappers around the
+plugin's backend hold chosen ranged GETs open, or delay every GET, and count the GETs.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,10 +30,12 @@ from tests.storage.objectstore.objectstore_helpers import (
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.backend import ObjectBackend
-from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.storage.objectstore.window import INITIAL_AHEAD
+from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
 
 CHUNK = 64 * 1024
 WINDOW = 4  # chunks of read-ahead: prefetch.max.size = WINDOW * CHUNK
+TIP = TopicIdPartition(uuid.UUID(int=227), "ahead", 0)
 
 
 class GatedBackend(SameStoreBackend):
@@ -97,10 +103,14 @@ def rsm(tmp_path: Path) -> Iterator[ObjectStoreRemoteStorageManager]:
 
 
 def upload(
-    rsm: ObjectStoreRemoteStorageManager, root: Path, chunks: int, seed: int = 1
+    rsm: ObjectStoreRemoteStorageManager,
+    root: Path,
+    chunks: int,
+    seed: int = 1,
+    tip: TopicIdPartition | None = None,
 ) -> tuple[RemoteLogSegmentMetadata, bytes]:
     lsd, data = segment_data(root / f"seg{seed}", chunks * CHUNK, seed=seed)
-    md = segment_metadata(len(data), start_offset=1000 * seed)
+    md = segment_metadata(len(data), start_offset=1000 * seed, tip=tip)
     return finished(md, rsm.copy_log_segment_data(md, lsd)), data
 
 
@@ -110,46 +120,189 @@ def gate(rsm: ObjectStoreRemoteStorageManager) -> GatedBackend:
     return gated
 
 
-def test_a_slow_consumer_keeps_the_whole_window_of_gets_in_flight(
-    rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+class DelayedBackend(SameStoreBackend):
+    """The plugin's backend with every ``.log`` ranged GET taking ``latency`` seconds (an
+    object store's first-byte time); counts the GETs, their bytes, and the most in flight,
+    split into read-ahead GETs (on the plugin's read-ahead pool) and the readers' own."""
+
+    def __init__(self, inner: ObjectBackend, latency: float) -> None:
+        super().__init__(inner)
+        self.latency = latency
+        self._lock = threading.Lock()
+        self.issued: Counter[tuple[str, int]] = Counter()
+        self.ahead_issued: Counter[str] = Counter()
+        self.fetched = 0
+        self.in_flight = 0
+        self.ahead_in_flight = 0
+        self.max_in_flight = 0
+        self.max_ahead_in_flight = 0
+
+    def get_range_view(
+        self, key: str, start: int, end: int, object_type: str = "log"
+    ) -> memoryview:
+        ahead = threading.current_thread().name.startswith("tierlog-rsm-ahead")
+        with self._lock:
+            self.issued[(key, start // CHUNK)] += 1
+            self.ahead_issued[key] += ahead
+            self.in_flight += 1
+            self.ahead_in_flight += ahead
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.max_ahead_in_flight = max(self.max_ahead_in_flight, self.ahead_in_flight)
+        try:
+            threading.Event().wait(self.latency)  # the store's latency, not a synchronisation
+            view = super().get_range_view(key, start, end, object_type)
+            with self._lock:
+                self.fetched += len(view)
+            return view
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.ahead_in_flight -= ahead
+
+    def reset_peaks(self) -> None:
+        with self._lock:
+            self.max_in_flight = self.in_flight
+            self.max_ahead_in_flight = self.ahead_in_flight
+
+
+def adaptive_rsm(tmp_path: Path, **extra: str) -> ObjectStoreRemoteStorageManager:
+    return make_rsm(
+        {
+            "storage.url": f"file://{tmp_path}/remote",
+            "chunk.size": str(CHUNK),
+            "fetch.chunk.cache.class": "disk",
+            "fetch.chunk.cache.path": str(tmp_path / "chunk-cache"),
+            "fetch.chunk.cache.size": str(256 * CHUNK),
+            "fetch.chunk.cache.prefetch.max.size": str(8 * CHUNK),
+            **{k.replace("_", "."): v for k, v in extra.items()},
+        }
+    )
+
+
+def test_the_window_grows_under_a_fast_consumer_and_shrinks_under_a_slow_one(
+    tmp_path: Path,
 ) -> None:
-    md, data = upload(rsm, tmp_path, 12)
-    gated = gate(rsm)
-    key = rsm.open_segment(md).keys.log
-    stream = rsm.fetch_log_segment(md, 0)
-    gated.let_through(key, 0)
-    assert stream.read(10) == data[:10]  # the consumer holds chunk 0 and reads no further
+    plugin = adaptive_rsm(tmp_path)
+    try:
+        first, data1 = upload(plugin, tmp_path, 32, seed=1, tip=TIP)
+        second, data2 = upload(plugin, tmp_path, 24, seed=2, tip=TIP)
+        store = DelayedBackend(plugin.backend, latency=0.03)
+        plugin.backend = store
 
-    wait_until(lambda: gated.flying(key) == {1, 2, 3, 4}, what="chunks 1-4 in flight")
-    holds_for(lambda: gated.flying(key) == {1, 2, 3, 4}, 0.3, "no GET beyond the window")
+        # a consumer that never keeps the reader waiting: each chunk it waits for is the
+        # store's doing, so the window doubles while throughput still grows
+        with plugin.fetch_log_segment(first, 0) as stream:
+            assert stream.read() == data1
+        fast_window = plugin.read_ahead_window(TIP)
+        assert fast_window >= 2 * INITIAL_AHEAD * CHUNK
+        assert store.max_ahead_in_flight > INITIAL_AHEAD  # more GETs at once than at start
 
-    # a GET that completes is replaced at once, before the consumer gets to its chunk
-    gated.let_through(key, 1, 2)
-    wait_until(lambda: gated.flying(key) == {3, 4, 5, 6}, what="window moved to chunks 3-6")
+        # the partition's next segment, read by a consumer three times slower than a GET:
+        # it starts from that window and shrinks to what the consumer drains per GET
+        store.reset_peaks()
+        got = bytearray()
+        with plugin.fetch_log_segment(second, 0) as stream:
+            for i in range(24):
+                got += stream.read(CHUNK)
+                if i == 12:
+                    store.reset_peaks()  # from here on: the shrunk window only
+                threading.Event().wait(0.09)  # the consumer's own time per chunk
+            assert bytes(got) == data2
+            slow_window = plugin.read_ahead_window(TIP)
+        # D = ceil(GET time / consumer time) + 1 = 2 (3 with this machine's load)
+        assert slow_window <= 3 * CHUNK < fast_window
+        assert store.max_ahead_in_flight <= 3
+        assert set(store.issued.values()) == {1}  # no chunk fetched twice
+    finally:
+        plugin.close()
 
-    # loaded chunks pile up only to twice the window past the consumer's chunk
-    gated.let_through(key, *range(3, 12))
-    wait_until(lambda: set(gated.issued) == {(key, c) for c in range(9)}, what="chunks 0-8")
-    holds_for(lambda: not gated.flying(key), 0.3, "nothing past chunk 8 while the consumer waits")
-    assert (key, 9) not in gated.issued
 
-    # the consumer reaches chunk 1: chunk 9 comes into reach
-    assert stream.read(CHUNK) == data[10 : CHUNK + 10]
-    wait_until(lambda: (key, 9) in gated.issued, what="chunk 9 once the consumer moved on")
+def test_a_consumer_that_stops_half_way_leaves_at_most_one_window_unread(tmp_path: Path) -> None:
+    plugin = adaptive_rsm(tmp_path)
+    try:
+        md, data = upload(plugin, tmp_path, 32, tip=TIP)
+        store = DelayedBackend(plugin.backend, latency=0.01)
+        plugin.backend = store
+        stream = plugin.fetch_log_segment(md, 0)
+        consumed = stream.read(16 * CHUNK)  # then the consumer is gone
+        assert consumed == data[: 16 * CHUNK]
+        wait_until(lambda: store.in_flight == 0, what="read-ahead settled")
+        holds_for(lambda: store.in_flight == 0, 0.2, "no GET after the consumer stopped")
+        window = plugin.read_ahead_window(TIP)
+        wasted = store.fetched - len(consumed)
+        assert 0 < wasted <= window < 16 * CHUNK
+        stream.close()
+    finally:
+        plugin.close()
 
-    gated.open_all()
-    assert stream.read() == data[CHUNK + 10 :]
-    stream.close()
-    # the chunk the consumer waits for plus the window behind it, never more
-    assert gated.max_in_flight == WINDOW + 1
-    assert set(gated.issued.values()) == {1}  # no chunk fetched twice
-    assert len(gated.issued) == 12
+
+def test_sixteen_streams_never_hold_more_than_the_budget(tmp_path: Path) -> None:
+    budget_chunks = 12
+    plugin = adaptive_rsm(
+        tmp_path, fetch_chunk_cache_prefetch_total_max_size=str(budget_chunks * CHUNK)
+    )
+    try:
+        segments = [upload(plugin, tmp_path, 10, seed=s) for s in range(1, 17)]
+        store = DelayedBackend(plugin.backend, latency=0.02)
+        plugin.backend = store
+
+        def read_all(md: RemoteLogSegmentMetadata) -> bytes:
+            with plugin.fetch_log_segment(md, 0) as stream:
+                out = bytearray()
+                while part := stream.read(CHUNK // 2):
+                    out += part
+                return bytes(out)
+
+        with ThreadPoolExecutor(16) as readers:
+            got = list(readers.map(read_all, [md for md, _ in segments]))
+        assert got == [data for _, data in segments]
+        budget = plugin.read_ahead_budget
+        assert 0 < budget.peak <= budget_chunks * CHUNK
+        assert store.max_ahead_in_flight <= budget_chunks  # counted at the store
+        assert budget.used == 0  # every stream gave its share back on close
+        assert set(store.issued.values()) == {1}
+    finally:
+        plugin.close()
+
+
+def test_a_stream_that_stops_being_read_gives_its_share_back(tmp_path: Path) -> None:
+    plugin = adaptive_rsm(
+        tmp_path,
+        fetch_chunk_cache_prefetch_total_max_size=str(2 * CHUNK),
+        fetch_chunk_cache_prefetch_idle_timeout_ms="200",
+    )
+    try:
+        (idle_md, idle_data), (busy_md, busy_data) = (
+            upload(plugin, tmp_path, 16, seed=s) for s in (1, 2)
+        )
+        budget = plugin.read_ahead_budget
+        idle = plugin.fetch_log_segment(idle_md, 0)
+        assert idle.read(1) == idle_data[:1]
+        wait_until(lambda: budget.used == 2 * CHUNK, what="the first stream's window loaded")
+        stopped = time.monotonic()
+        store = DelayedBackend(plugin.backend, latency=0)
+        plugin.backend = store
+        busy_key = plugin.keys_for(busy_md).log
+        busy = plugin.fetch_log_segment(busy_md, 0)
+        assert busy.read(CHUNK) == busy_data[:CHUNK]
+        assert budget.used == 2 * CHUNK  # all of it still the first stream's
+        assert store.ahead_issued[busy_key] == 0  # so no read-ahead for the second
+        wait_until(lambda: time.monotonic() - stopped > 0.3, what="the first stream idle")
+        assert busy.read(CHUNK) == busy_data[CHUNK : 2 * CHUNK]  # asks: the idle share goes
+        wait_until(lambda: store.ahead_issued[busy_key] > 0, what="read-ahead for the second")
+        assert busy.read() == busy_data[2 * CHUNK :]
+        assert idle.read() == idle_data[1:]  # an idle stream that comes back starts again
+        busy.close()
+        idle.close()
+        assert budget.used == 0
+    finally:
+        plugin.close()
 
 
 def test_read_ahead_of_several_streams_does_not_queue_on_the_fetch_pool(
     rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
 ) -> None:
-    # fetch.thread.pool.size is 1: three windows (12 GETs) must still all be in flight
+    # fetch.thread.pool.size is 1: three windows must still all be in flight
     segments = [upload(rsm, tmp_path, 8, seed=s) for s in (1, 2, 3)]
     gated = gate(rsm)
     keys = [rsm.open_segment(md).keys.log for md, _ in segments]
@@ -160,7 +313,7 @@ def test_read_ahead_of_several_streams_does_not_queue_on_the_fetch_pool(
         assert stream.read(1) == data[:1]
         streams.append(stream)
     wait_until(
-        lambda: all(gated.flying(k) == {1, 2, 3, 4} for k in keys),
+        lambda: all(gated.flying(k) == set(range(1, 1 + INITIAL_AHEAD)) for k in keys),
         what="every stream's window in flight at once",
     )
     gated.open_all()
@@ -255,8 +408,7 @@ def test_streams_sharing_a_small_disk_cache_fetch_each_chunk_once(tmp_path: Path
 
 
 def test_without_a_chunk_cache_a_stopped_reader_holds_at_most_the_window(tmp_path: Path) -> None:
-    # no cache: loaded read-ahead lives in the stream, so a parked reader must not pile up
-    # twice the window in memory
+    # no cache: loaded read-ahead lives in the stream, so a parked reader holds no more
     plugin = make_rsm(
         {
             "storage.url": f"file://{tmp_path}/remote",
@@ -271,10 +423,24 @@ def test_without_a_chunk_cache_a_stopped_reader_holds_at_most_the_window(tmp_pat
         counted.open_all()
         stream = plugin.fetch_log_segment(md, 0)
         assert stream.read(10) == data[:10]  # the reader is in chunk 0 and stops
-        wait_until(lambda: len(counted.issued) == 1 + WINDOW, what="the window loaded")
-        holds_for(lambda: len(counted.issued) == 1 + WINDOW, 0.3, "nothing past the window")
+        loaded = 1 + INITIAL_AHEAD  # the reader's chunk and a new stream's window
+        wait_until(lambda: len(counted.issued) == loaded, what="the window loaded")
+        holds_for(lambda: len(counted.issued) == loaded, 0.3, "nothing past the window")
         assert stream.read() == data[10:]
         stream.close()
         assert set(counted.issued.values()) == {1} and len(counted.issued) == 12
     finally:
         plugin.close()
+
+
+def test_a_stream_lends_the_chunk_it_is_in_without_a_copy(
+    rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+) -> None:
+    md, data = upload(rsm, tmp_path, 3)
+    with rsm.fetch_log_segment(md, 10) as stream:
+        assert isinstance(stream, SupportsReadView)
+        view = stream.read_view(2 * CHUNK)
+        assert view.readonly and view == data[10:CHUNK]  # up to the chunk's end, no further
+        assert not isinstance(view.obj, (bytes, bytearray))  # the chunk's own buffer
+        assert stream.read(5) == data[CHUNK : CHUNK + 5]  # the same position for every read
+        assert stream.read_view(CHUNK) == data[CHUNK + 5 : 2 * CHUNK]

@@ -29,7 +29,7 @@ from tests.helpers.txn_wire import (
     visible,
 )
 from tests.helpers.wire import EARLIEST_LOCAL, LATEST_TIERED
-from tests.tiered.e2e.e2e_helpers import TieredBroker, recipe, tiered_broker
+from tests.tiered.e2e.e2e_helpers import N, TieredBroker, recipe, tiered_broker, value_of
 from tierlog.client import WireConnection
 from tierlog.protocol.records import scan_batches
 
@@ -195,8 +195,8 @@ def test_transactional_producer_offloads_and_read_committed_consumes_from_the_le
             p.commit_transaction(30)
             committed.extend(values)
     p.flush(30)
-    end = tiered.list_offsets(topic, 0, -1)[1]
-    assert end == 36  # 24 records, 12 markers
+    # 24 records, 12 markers; EndTxn answers before the coordinator writes the markers
+    wait_until(lambda: tiered.list_offsets(topic, 0, -1)[1] == 36, 30, what="the last marker")
     wait_until(lambda: _offsets(tiered, topic)[0] >= 29, 30, what="all but the tail tiered")
     assert _confluent_read_committed(tiered.bootstrap, topic, len(committed)) == committed
     assert _kafka_python_read_committed(tiered.bootstrap, topic, len(committed)) == committed
@@ -252,3 +252,28 @@ def test_a_producer_killed_mid_transaction_is_aborted_and_tiering_resumes(
             values, _ = consume_committed(conn, topic, 0)
         assert not [v for v in _committed(values) if v.startswith(b"hung")]
         assert len(values) == 18
+
+
+def test_read_committed_from_the_leader_fetches_each_remote_segment_and_index_boundedly(
+    tmp_path: Path,
+) -> None:
+    """Kafka's OffloadAndTxnConsumeFromLeaderTest: six tiered segments, a remote index cache
+    of one byte (every index lookup goes to the store), a read_committed consumer from 0. The
+    search for aborted transactions skips the segments uploaded with an empty ``.txnindex``
+    instead of loading every later segment's indexes on every fetch (which would be 21 loads
+    of each index for 6 segments): at most 12 segment fetches and 12 fetches of each index,
+    and none of a transaction index."""
+    topic = "txn-fetch-count"
+    overrides = {"remote.log.index.file.cache.total.size.bytes": "1"}
+    with tiered_broker(tmp_path, overrides) as tb:
+        tb.create_topic(topic, 1, recipe())
+        tb.produce(topic, range(6 * N + 1))
+        tb.wait_tiered_up_to(topic, 6 * N)
+        got = _confluent_read_committed(tb.bootstrap, topic, 6 * N + 1)
+        assert got == [value_of(i).removesuffix(PAD) for i in range(6 * N + 1)]
+        assert len(tb.events(topic, "FETCH")) <= 12
+        by_type: dict[str | None, int] = {}
+        for e in tb.events(topic, "FETCH_INDEX"):
+            by_type[e.index_type] = by_type.get(e.index_type, 0) + 1
+        assert by_type.get("TRANSACTION", 0) == 0
+        assert all(n <= 12 for n in by_type.values()), by_type

@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiered.manager.rlm_helpers import TIP, make_stack, wait_until
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, TIP, make_stack, wait_until
 from tierlog.log import PartitionLog, SegmentInfo
-from tierlog.storage.directory import COPY, DELETE
-from tierlog.tiered.api import IndexType, RemoteLogSegmentState
+from tierlog.storage.directory import COPY, DELETE, DirectoryRemoteStorageManager
+from tierlog.tiered.api import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+)
 from tierlog.tiered.manager import RemoteLogManager, RemoteLogManagerConfig, StopPartition
 from tierlog.tiered.manager.copy_plan import candidate_segments
 
@@ -271,4 +277,65 @@ def test_scheduled_tasks_upload_and_expire_without_manual_runs(tmp_path: Path) -
         st.rsm.wait_for(lambda evs: sum(e.type == DELETE for e in evs) == 2, timeout_s=20)
         wait_until(lambda: st.log.log_start_offset == 20, "log start moved by expiration")
     finally:
+        st.close()
+
+
+def test_a_new_leader_epoch_restarts_the_tasks_and_resets_lag(tmp_path: Path) -> None:
+    """Cluster mode: every leadership change (``restart``) cancels the partition's tasks and
+    starts new ones, which wait for a run of their predecessors still in flight; the copy
+    lag starts again at 0."""
+    st = make_stack(tmp_path)
+    try:
+        old = st.rlm.tasks_of(st.tp)
+        st.metrics.copy_lag_bytes.labels(TIP.topic, str(TIP.partition)).set(1024)
+        old["copy"].idle.clear()  # a run of the old copy task is in flight
+        st.rlm.on_leadership_change([st.log], restart=True)
+        new = st.rlm.tasks_of(st.tp)
+        assert set(new) == {"copy", "expiration"}
+        assert all(old[k].is_cancelled() and new[k] is not old[k] for k in new)
+        assert st.metric("tierlog_remote_copy_lag_bytes") == 0
+        st.produce(20, per_segment=10)
+        new["copy"].run_once()
+        assert st.finished() == [], "the new copy task waits for the old one's run"
+        old["copy"].idle.set()
+        new["copy"].run_once()
+        assert st.finished() == [(0, 9), (10, 19)]
+    finally:
+        st.close()
+
+
+class _HeldCopies(DirectoryRemoteStorageManager):
+    """Copies wait for ``release`` after ``copying`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copying = threading.Event()
+        self.release = threading.Event()
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
+    ) -> CustomMetadata | None:
+        self.copying.set()
+        assert self.release.wait(DEADLINE_S)
+        return super().copy_log_segment_data(metadata, data)
+
+
+def test_a_copy_in_flight_when_leadership_moves_is_undone(tmp_path: Path) -> None:
+    """The broker stops leading while a segment is in the RSM: the copy is deleted again
+    instead of reaching COPY_SEGMENT_FINISHED (the new leader uploads those offsets)."""
+    rsm = _HeldCopies()
+    st = make_stack(tmp_path, rsm=rsm)
+    try:
+        st.produce(11, per_segment=10)
+        copy = threading.Thread(target=st.rlm.run_now, args=(st.tp, "copy"))
+        copy.start()
+        assert rsm.copying.wait(DEADLINE_S)
+        st.rlm.on_leadership_change([], [st.log], restart=True)
+        rsm.release.set()
+        copy.join(DEADLINE_S)
+        assert st.finished() == []
+        assert [e.start_offset for e in rsm.events(DELETE)] == [0]
+        assert st.log.highest_offset_in_remote_storage == -1
+    finally:
+        rsm.release.set()
         st.close()

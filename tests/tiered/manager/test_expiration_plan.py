@@ -146,3 +146,16 @@ def test_metrics_count_all_listed_states() -> None:
     segments = [seg(0, 99, size=1024), seg(100, 199, size=1024, state=S.COPY_SEGMENT_STARTED)]
     p = plan(segments)
     assert (p.metadata_count, p.remote_size_bytes) == (2, 2048)
+
+
+def test_segments_outside_the_lineage_after_an_unclean_election_are_deleted() -> None:
+    """The old leader tiered [5-14] at epoch 0; the unclean new leader's lineage has epoch 0
+    only up to 4 and epoch 2 from 5 on: those segments are deleted, the shared prefix and
+    the new lineage's own upload stay, and the log start does not move."""
+    shared = seg(0, 4, {0: 0})
+    cut_off = [seg(5, 9, {0: 5}), seg(10, 14, {0: 10})]
+    new = seg(5, 9, {2: 5})
+    p = plan([shared, *cut_off, new], epochs=[(0, 0), (2, 5)], leo=20)
+    assert p.unreferenced == cut_off
+    assert p.to_delete == []
+    assert p.new_log_start_offset is None

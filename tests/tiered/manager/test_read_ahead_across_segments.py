@@ -45,7 +45,7 @@ from tierlog.tiered.manager import (
 KiB = 1024
 CHUNK = 64 * KiB
 WINDOW = CHUNK  # fetch.chunk.cache.prefetch.max.size: one chunk in flight
-REACH = 2 * WINDOW  # how far a stream may load ahead of its reader
+REACH = WINDOW  # how far a stream may load ahead of its reader (one chunk: it cannot adapt)
 TIP = TopicIdPartition(uuid.UUID(int=405), "ahead", 0)
 
 
@@ -178,7 +178,7 @@ def test_the_next_segments_manifest_and_indexes_are_warmed_before_its_chunks(
     stack: Stack,
 ) -> None:
     segs = stack.segments()
-    res = stack.read(segs[0].start_offset, 24 * KiB)  # far from the end in bytes, but
+    res = stack.read(segs[0].start_offset, 64 * KiB)  # far from the end in bytes, but
     assert res.error is ErrorCode.NONE  # within WARM_LEAD_WINDOWS windows of it
     wait_until(
         lambda: stack.rsm.keys_for(segs[1]).manifest in stack.rsm.manifest_cache,

@@ -29,11 +29,11 @@ from tierlog.log.cleaner.cleanable import LogToClean
 from tierlog.log.cleaner.cleaned_segment import CleanedSegmentWriter, cleaned_paths
 from tierlog.log.cleaner.offset_map import OffsetMap
 from tierlog.log.cleaner.rebatch import (
-    RawRecord,
+    RecordSpan,
     build_empty,
     build_retained,
-    decode_records,
     delete_horizon,
+    scan_records,
 )
 from tierlog.log.cleaner.throttler import Throttler
 from tierlog.log.cleaner.transactions import BatchAction, TransactionPolicy
@@ -79,7 +79,8 @@ def iter_segment_batches(
     """Every batch of a segment file, CRC-checked, each as its own bytes (header at 0).
 
     Raises RecordsError on a corrupt or torn batch (the partition becomes uncleanable) and
-    CleaningAborted if the file disappeared (retention or deletion removed it).
+    CleaningAborted if the file disappeared (retention or deletion removed it) or shrank
+    under the reader (a replica truncated below its HW, where Kafka pauses the cleaner).
     """
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -108,15 +109,22 @@ def iter_segment_batches(
                 try:
                     h = check_batch(chunk, off, len(chunk), verify_crc=True)
                 except RecordsError as exc:
+                    _raise_if_shrunk(fd, size, path)
                     exc.position = pos + off
                     raise
                 yield h._replace(position=0), chunk[off : off + h.size]
                 off += h.size
             if off == 0:
+                _raise_if_shrunk(fd, size, path)
                 raise RecordsError(ErrorCode.CORRUPT_MESSAGE, f"{path}: no batch at {pos}", pos)
             pos += off
     finally:
         os.close(fd)
+
+
+def _raise_if_shrunk(fd: int, size: int, path: Path) -> None:
+    if os.fstat(fd).st_size < size:
+        raise CleaningAborted(f"{path} was truncated while it was read")
 
 
 def group_segments_by_size(
@@ -240,23 +248,26 @@ class Cleaner:
                 if h.last_offset < start:
                     continue
                 if policy.on_batch(h, data) is BatchAction.FILTER:
+                    base = h.base_offset
+                    spans = scan_records(data, h)[1]
                     keyed = [
-                        r
-                        for r in decode_records(data, h)
-                        if r.key is not None and h.base_offset + r.offset_delta >= start
+                        (key, base + delta)
+                        for delta, _ts, _attrs, key, _value, _start, _end in spans
+                        if key is not None and base + delta >= start
                     ]
-                    new_keys = len({r.key for r in keyed})
-                    if omap.is_full(new_keys) and omap.size > 0:
-                        return  # this pass ends before the batch; the next one starts at it
-                    if new_keys >= omap.slots:
-                        raise OverflowError(
-                            f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
-                            f"than the offset map has slots ({omap.slots}); raise "
-                            "log.cleaner.dedupe.buffer.size"
-                        )
-                    for r in keyed:
-                        assert r.key is not None
-                        omap.put(r.key, h.base_offset + r.offset_delta)
+                    if omap.is_full(len(keyed)):
+                        new_keys = len({key for key, _ in keyed})
+                        if omap.is_full(new_keys) and omap.size > 0:
+                            return  # this pass ends before the batch; the next starts at it
+                        if new_keys >= omap.slots:
+                            raise OverflowError(
+                                f"{plog.tp}: batch at offset {h.base_offset} holds more keys "
+                                f"than the offset map has slots ({omap.slots}); raise "
+                                "log.cleaner.dedupe.buffer.size"
+                            )
+                    put = omap.put
+                    for key, offset in keyed:
+                        put(key, offset)
                     stats.map_messages_read += h.records_count
                 omap.latest_offset = h.last_offset
 
@@ -336,26 +347,32 @@ class Cleaner:
         horizon = delete_horizon(h)
         if action is BatchAction.MARKER_REMOVABLE:
             return _removable_marker(h, data, horizon, producers, now_ms, delete_retention_ms)
-        records: list[RawRecord] = []
-        kept: list[RawRecord] = []
+        spans: list[RecordSpan] = []
+        kept: list[RecordSpan] = []
+        buf = data
         if action is BatchAction.FILTER:
-            records = decode_records(data, h)
+            buf, spans = scan_records(data, h)
             omap = self.offset_map
-            for r in records:
-                offset = h.base_offset + r.offset_delta
-                if offset > omap.latest_offset:
-                    kept.append(r)
+            latest = omap.latest_offset
+            get = omap.get
+            base = h.base_offset
+            expired = horizon is not None and now_ms >= horizon
+            for span in spans:
+                offset = base + span[0]
+                if offset > latest:
+                    kept.append(span)
                     continue
-                if r.key is None:
+                key = span[3]
+                if key is None:
                     stats.invalid_messages += 1
                     continue
-                if offset < omap.get(r.key):
+                if offset < get(key):
                     continue
-                if not r.has_value and horizon is not None and now_ms >= horizon:
+                if expired and not span[4]:
                     continue
-                kept.append(r)
-        set_horizon = horizon is None and any(not r.has_value for r in kept)
-        if action is BatchAction.FILTER and len(kept) == len(records) and not set_horizon:
+                kept.append(span)
+        set_horizon = horizon is None and any(not span[4] for span in kept)
+        if action is BatchAction.FILTER and len(kept) == len(spans) and not set_horizon:
             return h, data
         if not kept:
             if h.producer_id >= 0 and producers.get(h.producer_id) == h.last_offset:
@@ -364,7 +381,7 @@ class Cleaner:
                 return None
         else:
             new_horizon = min(now_ms + delete_retention_ms, LONG_MAX) if set_horizon else horizon
-            out = build_retained(h, kept, new_horizon)
+            out = build_retained(h, buf, kept, new_horizon)
         return check_batch(out, 0, len(out), verify_crc=False), out
 
 
@@ -380,7 +397,8 @@ def _removable_marker(
     then dropped (an empty batch if it is its producer's last, as for any batch)."""
     if horizon is None:
         new_horizon = min(now_ms + delete_retention_ms, LONG_MAX)
-        out = build_retained(h, decode_records(data, h), new_horizon)
+        buf, spans = scan_records(data, h)
+        out = build_retained(h, buf, spans, new_horizon)
     elif now_ms < horizon:
         return h, data
     elif producers.get(h.producer_id) == h.last_offset:

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tierlog.log.cleaner.rebatch import decode_records
+from tierlog.log.cleaner.rebatch import scan_records
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import BatchHeader, Buffer, RecordsError
 
 
 def require_keys(buf: Buffer, headers: Sequence[BatchHeader], partition: str) -> None:
     """Raise RecordsError(INVALID_RECORD) if a data batch in ``buf`` holds a keyless record."""
+    data = buf if type(buf) is bytes else bytes(buf)
     for h in headers:
         if h.is_control:
             continue
-        for record in decode_records(buf, h):
-            if record.key is None:
+        for span in scan_records(data, h, strict=True)[1]:
+            if span[3] is None:
                 raise RecordsError(
                     ErrorCode.INVALID_RECORD,
                     "Compacted topic cannot accept message without key in topic partition "

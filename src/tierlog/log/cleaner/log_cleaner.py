@@ -51,6 +51,10 @@ class CleanerHealth:
     uncleanable_partitions: int
     max_compaction_delay_ms: int
     max_clean_time_s: float
+    dirty_ratios: dict[TopicPartition, float]
+    """Each compacted log's cleanable ratio at the time of the call (Kafka logs it as the
+    ``cleanable ratio`` of the log it picks); 0 for a log with nothing below its first
+    uncleanable offset."""
 
 
 class LogCleaner:
@@ -245,6 +249,18 @@ class LogCleaner:
 
     # -- health --------------------------------------------------------------------------
 
+    def _dirty_ratios_locked(self, now: int) -> dict[TopicPartition, float]:
+        ratios: dict[TopicPartition, float] = {}
+        for log_dir, plog in self._logs():
+            if not plog.config.compacted or plog.closed:
+                continue
+            try:
+                ltc = log_to_clean(plog.tp, plog, self._checkpoint_of(log_dir).get(plog.tp), now)
+            except (OSError, ValueError, IndexError):
+                continue
+            ratios[plog.tp] = ltc.cleanable_ratio
+        return ratios
+
     def health(self) -> CleanerHealth:
         with self._lock:
             stats = self._last_stats
@@ -257,4 +273,5 @@ class LogCleaner:
                 uncleanable_partitions=len(self._uncleanable),
                 max_compaction_delay_ms=self._max_compaction_delay_ms,
                 max_clean_time_s=self._max_clean_time_s,
+                dirty_ratios=self._dirty_ratios_locked(self._clock()),
             )

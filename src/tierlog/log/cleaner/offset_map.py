@@ -23,6 +23,7 @@ ENTRY_SIZE = HASH_SIZE + 8
 _EMPTY = bytes(HASH_SIZE)
 _OFFSET = struct.Struct(">q")
 _PROBE = struct.Struct(">Q")
+_md5 = hashlib.md5
 
 
 class OffsetMap:
@@ -44,7 +45,7 @@ class OffsetMap:
 
     @staticmethod
     def hash_key(key: bytes) -> bytes:
-        return hashlib.md5(key, usedforsecurity=False).digest()
+        return _md5(key, usedforsecurity=False).digest()
 
     def is_full(self, extra: int = 0) -> bool:
         """True if ``extra`` more keys would take the map past its load factor."""
@@ -52,8 +53,7 @@ class OffsetMap:
 
     def _find(self, digest: bytes) -> tuple[int, bool]:
         """(position, found): the slot holding ``digest`` or the empty one it would go to."""
-        (start,) = _PROBE.unpack_from(digest, 0)
-        slot = start % self.slots
+        slot = _PROBE.unpack_from(digest, 0)[0] % self.slots
         table = self._table
         self.lookups += 1
         while True:
@@ -70,7 +70,7 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` as the latest for ``key`` (offsets are put in log order)."""
-        digest = self.hash_key(key)
+        digest = _md5(key, usedforsecurity=False).digest()
         pos, found = self._find(digest)
         if not found:
             if self.size >= self.slots - 1:
@@ -80,11 +80,25 @@ class OffsetMap:
         _OFFSET.pack_into(self._table, pos + HASH_SIZE, offset)
 
     def get(self, key: bytes) -> int:
-        """The latest offset put for ``key``, or -1."""
-        pos, found = self._find(self.hash_key(key))
-        if not found:
-            return -1
-        return int(_OFFSET.unpack_from(self._table, pos + HASH_SIZE)[0])
+        """The latest offset put for ``key``, or -1. ``_find`` inlined: the filter pass asks
+        this once per record."""
+        digest = _md5(key, usedforsecurity=False).digest()
+        slots = self.slots
+        slot = _PROBE.unpack_from(digest, 0)[0] % slots
+        table = self._table
+        self.lookups += 1
+        while True:
+            pos = slot * ENTRY_SIZE
+            stored = table[pos : pos + HASH_SIZE]
+            if stored == digest:
+                offset: int = _OFFSET.unpack_from(table, pos + HASH_SIZE)[0]
+                return offset
+            if stored == _EMPTY:
+                return -1
+            self.probes += 1
+            slot += 1
+            if slot == slots:
+                slot = 0
 
     def clear(self) -> None:
         """Empty the map for the next log. The table is an anonymous mapping: a page costs

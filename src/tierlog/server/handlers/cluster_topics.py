@@ -6,8 +6,8 @@ does (name, partitions, configs), assigns replicas rack-aware round robin as Kaf
 (``cluster.assignment``) or takes the request's ``replica_assignment``, and writes config,
 assignment and the first partition states in one fenced multi-op
 (``cluster.topic_creation``). It answers once its own broker holds the topic, which
-follows from its view of the new znodes. Tiered topics are refused until the remote log
-tasks follow leadership (every replica would upload).
+follows from its view of the new znodes. Tiered topics are created the same way: their
+remote log tasks follow the replicas' leadership (``server.tiering``).
 """
 
 from __future__ import annotations
@@ -84,12 +84,6 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
     assignment = _assignment(state, t, live)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     info = state.topics.create(t.name, len(assignment), 1, configs, validate_only=True)
-    if state.topics.effective_config(info)["remote.storage.enable"]:
-        raise KafkaError(
-            ErrorCode.INVALID_CONFIG,
-            "remote.storage.enable: tiered topics are not replicated in cluster mode yet "
-            "(the remote log tasks do not follow leadership)",
-        )
     rf = len(next(iter(assignment.values())))
     if validate_only:
         return info, rf

@@ -5,7 +5,8 @@ ABORT, with the coordinator epoch) through ``PartitionLog.append_txn_marker``, a
 partition leader does with origin COORDINATOR:
 
 * partition unknown here: UNKNOWN_TOPIC_OR_PARTITION; in cluster mode, not led here:
-  NOT_LEADER_OR_FOLLOWER (the coordinator looks the leader up again and resends);
+  NOT_LEADER_OR_FOLLOWER (the coordinator looks the leader up again and resends), and an ISR
+  below ``min.insync.replicas`` NOT_ENOUGH_REPLICAS before appending, as any acks=-1 append;
 * the producer state refuses a stale producer epoch (INVALID_PRODUCER_EPOCH) and a marker
   from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED): the coordinator stops
   sending that transaction's markers;
@@ -59,7 +60,7 @@ def _leader(state: BrokerState, topic: str, index: int) -> tuple[Partition | Non
     p, error = repl.leader_for(topic, index)
     if p is None:
         return None, error or ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return p, ErrorCode.NONE
+    return p, p.check_produce(-1) or ErrorCode.NONE
 
 
 def _write_one(

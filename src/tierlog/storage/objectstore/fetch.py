@@ -1,46 +1,58 @@
 """The lazy read stream over a byte range of a remote segment.
 
 Only the chunks covering the requested range are fetched, each with one ranged GET. The
-reader loads the chunk it is in inline; read-ahead keeps ``read_ahead`` GETs of the
-following chunks in flight on the read-ahead pool at all times: a GET that completes is
-replaced at once, not when the reader gets to its chunk. By Little's law a reader with
-``read_ahead`` chunks in flight gets at most ``read_ahead * chunk / GET time``; refilling
-only as the reader advances would issue the window in bursts and leave it empty for as long
-as the reader takes to consume a burst. How far ahead of the reader loaded chunks may pile
-up is bounded (``run_ahead`` chunks past the reader's, twice the window by default), so a
-reader that stops keeps a bounded amount loaded for it.
+reader loads the chunk it is in inline; read-ahead keeps the chunks after it loaded or in
+flight on the read-ahead pool, as many as the stream's adaptive window allows
+(``window.WindowLaw``: it grows while the reader waits and throughput still grows, and
+shrinks to what the consumer drains per GET when the consumer is the slower one). A GET
+that completes is replaced at once, not when the reader gets to its chunk. Every chunk
+ahead holds its size from the broker-wide budget (``budget.ReadAheadBudget``) until the
+reader reaches it; what the budget does not grant now is not issued now.
 
-A read-ahead task that has not started when the reader needs its chunk is cancelled and the
-chunk is loaded inline, so queueing never delays a reader and no chunk is fetched twice.
+A loaded read-ahead chunk is kept by the stream and served from memory when the reader
+gets there (the plugin also keeps it in its chunk cache for other readers); a stream that
+stops holds less than one window. A read-ahead task that has not started when the reader
+needs its chunk is cancelled and the chunk is loaded inline, so queueing never delays a
+reader and no chunk is fetched twice.
 """
 
 from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
+from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
+from tierlog.storage.objectstore.window import WindowLaw
+from tierlog.tiered.api import SupportsReadView
 
-_Ahead = Future[bytes | memoryview | None]
+Chunk = bytes | memoryview
+_Ahead = Future[tuple[Chunk, float]]
 
 
-class ChunkStream(io.RawIOBase):
+class ChunkStream(io.RawIOBase, SupportsReadView):
     def __init__(
         self,
         chunk_index: ChunkIndex,
         start: int,
         end_inclusive: int,
         *,
-        load: Callable[[int], bytes | memoryview],
-        ahead: Callable[[int], bytes | memoryview | None],
+        load: Callable[[int], Chunk],
+        ahead: Callable[[int], Chunk],
         pool: Executor | None,
-        read_ahead: int,
-        run_ahead: int | None = None,
+        law: WindowLaw | None,
+        budget: ReadAheadBudget | None = None,
+        reached: Callable[[int], None] | None = None,
+        closed: Callable[[WindowLaw], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         chunks = chunk_index.chunks_for_range(start, end_inclusive)
+        self._index = chunk_index
         self._next_chunk = chunks.start
         self._last_chunk = chunks.stop - 1
         self._skip = start - chunk_index.original_range(chunks.start)[0]
@@ -48,18 +60,29 @@ class ChunkStream(io.RawIOBase):
         self._load = load
         self._ahead = ahead
         self._pool = pool
-        self._read_ahead = read_ahead if pool is not None else 0
-        self._run_ahead = max(
-            self._read_ahead, 2 * self._read_ahead if run_ahead is None else run_ahead
-        )
+        self._law = law if pool is not None and law is not None and law.cap > 0 else None
+        self._account = None if budget is None or self._law is None else budget.open(self.reclaim)
+        self._reached = reached
+        self._closed_cb = closed
+        self._clock = clock
         # read-ahead state, shared with the pool threads whose completions refill the window
         self._lock = threading.RLock()  # a done callback may run inside _fill (already done)
         self._pending: dict[int, _Ahead] = {}
-        self._in_flight = 0
+        self._held: dict[int, int] = {}  # chunk -> bytes it holds from the budget
         self._current = chunks.start - 1  # the chunk the reader is in
         self._scheduled_to = chunks.start  # first chunk not yet handed to read-ahead
         self._stopped = False
         self._buf = memoryview(b"")
+        self._window = 0
+        if self._law is not None:
+            self._window = self._law.window_bytes
+            metrics.READ_AHEAD_STREAMS.inc()
+            metrics.READ_AHEAD_WINDOW_BYTES.inc(self._window)
+
+    @property
+    def window_bytes(self) -> int:
+        """The stream's read-ahead window now (0 without read-ahead)."""
+        return 0 if self._law is None else self._law.window_bytes
 
     def readable(self) -> bool:
         return True
@@ -75,6 +98,20 @@ class ChunkStream(io.RawIOBase):
         self._buf = self._buf[n:]
         self._remaining -= n
         return n
+
+    def read_view(self, n: int) -> memoryview:
+        """Up to ``n`` bytes of the chunk the reader is in, as a view of the chunk itself
+        (the client's receive buffer, a cache mapping, or a decoded chunk): a Fetch
+        response can send it as is."""
+        if self._remaining == 0 or n <= 0:
+            return memoryview(b"")
+        if not self._buf:
+            self._advance()
+        k = min(n, len(self._buf))
+        view = self._buf[:k]
+        self._buf = self._buf[k:]
+        self._remaining -= k
+        return view.toreadonly()
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
@@ -95,14 +132,35 @@ class ChunkStream(io.RawIOBase):
         return self.read(self._remaining)
 
     def close(self) -> None:
+        if self.closed:
+            return
         with self._lock:
             self._stopped = True
             pending = list(self._pending.values())
             self._pending.clear()
+            self._held.clear()
         for future in pending:
             future.cancel()
+        if self._account is not None:
+            self._account.close()
+        if self._law is not None:
+            metrics.READ_AHEAD_STREAMS.dec()
+            metrics.READ_AHEAD_WINDOW_BYTES.dec(self._window)
+            if self._closed_cb is not None:
+                self._closed_cb(self._law)
         self._buf = memoryview(b"")
         super().close()
+
+    def reclaim(self) -> None:
+        """The budget took this idle stream's holding back: drop the chunks loaded ahead
+        (they stay in the plugin's chunk cache) and start again from the reader's chunk."""
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+            self._held.clear()
+            self._scheduled_to = self._current + 1
+        for future in pending:
+            future.cancel()
 
     def _advance(self) -> None:
         if self._next_chunk > self._last_chunk:
@@ -113,40 +171,93 @@ class ChunkStream(io.RawIOBase):
             self._current = chunk_id
             self._scheduled_to = max(self._scheduled_to, chunk_id + 1)
             future = self._pending.pop(chunk_id, None)
+            held = self._held.pop(chunk_id, 0)
+            if self._account is not None:
+                if held:
+                    self._account.release(held)
+                self._account.touch()
             self._fill()
+        started = self._clock()
         data = self._take(chunk_id, future)
+        now = self._clock()
+        metrics.READ_WAIT_SECONDS.inc(now - started)
+        if self._law is not None:
+            with self._lock:
+                self._law.advanced(now, now - started)
+                self._trim()
+                self._fill()
+                window = self._law.window_bytes
+                if window != self._window:
+                    metrics.READ_AHEAD_WINDOW_BYTES.inc(window - self._window)
+                    self._window = window
         view = memoryview(data)
         if self._skip:
             view = view[self._skip :]
             self._skip = 0
         self._buf = view[: self._remaining]
 
-    def _take(self, chunk_id: int, future: _Ahead | None) -> bytes | memoryview:
+    def _take(self, chunk_id: int, future: _Ahead | None) -> Chunk:
         if future is not None and not future.cancel():
-            data = future.result()
-            if data is not None:
-                return data
+            try:
+                data, _seconds = future.result()
+            except Exception:  # a failed read-ahead: load inline and report from there
+                return self._load(chunk_id)
+            if self._reached is not None:
+                self._reached(chunk_id)
+            return data
         return self._load(chunk_id)
 
     def _fill(self) -> None:
-        """Hand chunks to read-ahead until ``read_ahead`` are in flight or the run-ahead
-        bound is reached; called with the lock held."""
-        if self._pool is None or self._read_ahead <= 0 or self._stopped:
+        """Hand chunks to read-ahead until the window past the reader's chunk is covered
+        or the budget grants no more; called with the lock held."""
+        if self._law is None or self._stopped:
             return
-        limit = min(self._last_chunk, self._current + self._run_ahead)
-        while self._in_flight < self._read_ahead and self._scheduled_to <= limit:
+        assert self._pool is not None
+        limit = min(self._last_chunk, self._current + self._law.ahead)
+        while self._scheduled_to <= limit:
             chunk_id = self._scheduled_to
+            start, end = self._index.original_range(chunk_id)
+            size = end - start
+            if self._account is not None and not self._account.try_acquire(size):
+                return
             try:
-                future = self._pool.submit(self._ahead, chunk_id)
+                future = self._pool.submit(self._timed, chunk_id)
             except RuntimeError:  # the pool is shut down: the plugin is closing
+                if self._account is not None:
+                    self._account.release(size)
                 self._stopped = True
                 return
             self._scheduled_to += 1
-            self._in_flight += 1
+            self._held[chunk_id] = size
             self._pending[chunk_id] = future
             future.add_done_callback(self._landed)
 
-    def _landed(self, _future: _Ahead) -> None:
+    def _trim(self) -> None:
+        """After the window shrank: take back the chunks past it whose GETs have not
+        started (from the far end), so a reader that stops then leaves less unread;
+        called with the lock held."""
+        assert self._law is not None
+        limit = self._current + self._law.ahead
+        while self._scheduled_to - 1 > limit:
+            chunk_id = self._scheduled_to - 1
+            future = self._pending.get(chunk_id)
+            if future is None or not future.cancel():
+                return
+            del self._pending[chunk_id]
+            held = self._held.pop(chunk_id, 0)
+            if held and self._account is not None:
+                self._account.release(held)
+            self._scheduled_to = chunk_id
+
+    def _timed(self, chunk_id: int) -> tuple[Chunk, float]:
+        started = self._clock()
+        data = self._ahead(chunk_id)
+        return data, self._clock() - started
+
+    def _landed(self, future: _Ahead) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
         with self._lock:
-            self._in_flight -= 1
+            if self._law is not None:
+                self._law.got(future.result()[1])
             self._fill()

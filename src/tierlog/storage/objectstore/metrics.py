@@ -79,3 +79,24 @@ PREFETCH_HITS = Counter(
     "tierlog_objectstore_prefetch_hits",
     "Reads served by a chunk that was loaded ahead of the reader.",
 )
+READ_AHEAD_BYTES = Gauge(
+    "tierlog_objectstore_read_ahead_bytes",
+    "Bytes of read-ahead held now (in flight or loaded, not yet reached by a reader), "
+    "against fetch.chunk.cache.prefetch.total.max.size.",
+)
+READ_AHEAD_DENIED = Counter(
+    "tierlog_objectstore_read_ahead_denied",
+    "Read-ahead chunks not issued because the stream had its share of the budget.",
+)
+READ_AHEAD_WINDOW_BYTES = Gauge(
+    "tierlog_objectstore_read_ahead_window_bytes",
+    "Sum of the adaptive read-ahead windows of the open read streams.",
+)
+READ_AHEAD_STREAMS = Gauge(
+    "tierlog_objectstore_read_ahead_streams",
+    "Open read streams with read-ahead.",
+)
+READ_WAIT_SECONDS = Counter(
+    "tierlog_objectstore_read_wait_seconds",
+    "Time readers waited for the chunk they entered (not yet loaded by read-ahead).",
+)

@@ -8,23 +8,31 @@ read ahead in parallel) -> decrypt -> decompress.
 Threads: the broker calls every method from its own worker threads. Blocking object-store
 calls run on obstore's runtime with the GIL released. A reader's own chunk loads run inline
 in its thread; chunk read-ahead (a stream's following chunks and ``warm``) runs on the
-read-ahead pool, which has a thread for every chunk of ``READ_AHEAD_STREAMS`` full
-read-ahead windows: by Little's law a reader with ``prefetch.max.size`` bytes in flight gets
-at most ``prefetch / GET latency``, so a read-ahead GET that waits for a thread is lost
-throughput, and a thread blocked in a GET costs no CPU. Index warming runs on the fetch
-pool (``fetch.thread.pool.size``) and upload transforms on the transform pool
-(``upload.max.concurrency``). All pools are owned here and shut down by ``close``.
+read-ahead pool, which has a thread for every chunk the read-ahead budget
+(``fetch.chunk.cache.prefetch.total.max.size``) can hold: by Little's law a reader with ``W``
+bytes in flight gets at most ``W / GET latency``, so a read-ahead GET that waits for a
+thread is lost throughput, and a thread blocked in a GET costs no CPU. Index warming runs
+on the fetch pool (``fetch.thread.pool.size``), upload transforms on the transform pool
+(``upload.max.concurrency``) and disk-cache writes on one writer thread, behind the
+readers. All pools and the budget are owned here and shut down by ``close``.
+
+Read-ahead (docs/read-ahead.md): each stream sizes its window with ``window.WindowLaw``
+up to ``fetch.chunk.cache.prefetch.max.size``; all streams together hold at most the
+budget. A partition's next stream (its next segment) starts from the window and estimates
+its previous stream ended with.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,6 +40,7 @@ from typing import Any, BinaryIO
 from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.cache import (
     Cache,
     ChunkKey,
@@ -60,8 +69,15 @@ from tierlog.storage.objectstore.manifest import (
     metadata_to_json,
 )
 from tierlog.storage.objectstore.ratelimit import TokenBucket
-from tierlog.storage.objectstore.transform import ChunkDecoder, DataKey, blob_aad, decrypt
+from tierlog.storage.objectstore.transform import (
+    ENCRYPTION_OVERHEAD,
+    ChunkDecoder,
+    DataKey,
+    blob_aad,
+    decrypt,
+)
 from tierlog.storage.objectstore.upload import SegmentUploader
+from tierlog.storage.objectstore.window import INITIAL_AHEAD, WindowLaw
 from tierlog.tiered.api import (
     CustomMetadata,
     IndexType,
@@ -76,14 +92,18 @@ from tierlog.tiered.api import (
     StoredObject,
     SupportsReadAhead,
     SupportsSegmentManifests,
+    TopicIdPartition,
 )
 
 log = logging.getLogger(__name__)
 
-#: How many streams (one per partition being read) get their whole read-ahead window in
-#: flight at once before read-ahead GETs start to wait for a thread.
-READ_AHEAD_STREAMS = 8
 _MAX_READ_AHEAD_THREADS = 256
+#: Partitions whose last read-ahead window is remembered for their next stream.
+_LAWS_REMEMBERED = 1024
+#: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
+_PENDING_CACHE_WRITES = 8
+#: First-touch loads (an ``.indexes`` blob, a chunk 0) kept for their segment at most.
+_FIRST_TOUCH_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -137,10 +157,22 @@ class ObjectStoreRemoteStorageManager(
             cfg.upload_max_concurrency, thread_name_prefix="tierlog-rsm-transform"
         )
         self._read_ahead = cfg.fetch_chunk_cache_prefetch_max_size // cfg.chunk_size
+        self.read_ahead_budget = ReadAheadBudget(
+            cfg.fetch_chunk_cache_prefetch_total_max_size,
+            chunk=cfg.chunk_size,
+            idle_s=cfg.fetch_chunk_cache_prefetch_idle_timeout_ms / 1000,
+        )
+        self._warm_account = self.read_ahead_budget.open(lambda: None)
+        self._laws: OrderedDict[TopicIdPartition, WindowLaw] = OrderedDict()
+        self._laws_lock = threading.Lock()
+        budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
         self._ahead_pool = ThreadPoolExecutor(
-            min(_MAX_READ_AHEAD_THREADS, READ_AHEAD_STREAMS * max(1, self._read_ahead)),
+            min(_MAX_READ_AHEAD_THREADS, max(1, budget_chunks)),
             thread_name_prefix="tierlog-rsm-ahead",
         )
+        self._cache_writer: ThreadPoolExecutor | None = None
+        self._first_touch: OrderedDict[str, Future[Any]] = OrderedDict()
+        self._first_touch_lock = threading.Lock()
         rate = cfg.upload_rate_limit_bytes_per_second
         self._uploader = SegmentUploader(
             self.backend,
@@ -168,10 +200,13 @@ class ObjectStoreRemoteStorageManager(
         self.chunk_cache: Cache[ChunkKey, bytes | memoryview, Any]
         if cfg.fetch_chunk_cache_class == "disk":
             assert cfg.fetch_chunk_cache_path is not None
+            self._cache_writer = ThreadPoolExecutor(1, thread_name_prefix="tierlog-rsm-cache")
             self.chunk_cache = disk_chunk_cache(
                 Path(cfg.fetch_chunk_cache_path),
                 capacity_bytes=cfg.fetch_chunk_cache_size,
                 ttl_seconds=chunk_ttl,
+                writer=self._cache_writer,
+                max_pending_writes=_PENDING_CACHE_WRITES,
             )
         else:
             capacity = cfg.fetch_chunk_cache_size if cfg.fetch_chunk_cache_class == "memory" else 0
@@ -182,14 +217,40 @@ class ObjectStoreRemoteStorageManager(
 
     @property
     def read_ahead_bytes(self) -> int:
-        """How far a stream may load ahead of its reader (its run-ahead: twice the
-        ``prefetch.max.size`` it keeps in flight). A caller that knows which segment comes
-        next (the broker's remote reader) continues that reach into it with
-        ``warm(next, start, length)``, so a reader crossing a segment boundary never finds
-        the pipeline empty; 0 when chunks are not cached (``warm`` would do nothing)."""
+        """The most one stream loads ahead of its reader: ``prefetch.max.size`` in whole
+        chunks, the cap of its adaptive window; 0 when chunks are not cached (``warm``
+        would do nothing)."""
         if not self._caching_chunks:
             return 0
-        return 2 * self._read_ahead * self.config.chunk_size
+        return self._read_ahead * self.config.chunk_size
+
+    def read_ahead_window(self, tip: TopicIdPartition) -> int:
+        """The window the partition's latest stream has now (or ended with), so a caller
+        continuing it into the next segment asks for what this reader drains, not the cap."""
+        if not self._caching_chunks:
+            return 0
+        with self._laws_lock:
+            law = self._laws.get(tip)
+        if law is None:  # no stream yet: what a new one starts with
+            return min(self._read_ahead, INITIAL_AHEAD) * self.config.chunk_size
+        return law.window_bytes
+
+    def _remember(self, tip: TopicIdPartition, law: WindowLaw) -> None:
+        with self._laws_lock:
+            self._laws[tip] = law
+            self._laws.move_to_end(tip)
+            while len(self._laws) > _LAWS_REMEMBERED:
+                self._laws.popitem(last=False)
+
+    def _law_for(self, tip: TopicIdPartition) -> WindowLaw:
+        with self._laws_lock:
+            previous = self._laws.get(tip)
+        if previous is not None:
+            law = previous.resumed()
+        else:
+            law = WindowLaw(self.config.chunk_size, self._read_ahead)
+        self._remember(tip, law)
+        return law
 
     @property
     def config(self) -> ObjectStoreConfig:
@@ -206,6 +267,9 @@ class ObjectStoreRemoteStorageManager(
         self._fetch_pool.shutdown(wait=True, cancel_futures=True)
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._transform_pool.shutdown(wait=True, cancel_futures=True)
+        if self._cache_writer is not None:
+            self._cache_writer.shutdown(wait=True, cancel_futures=True)
+        self.read_ahead_budget.close()
         self.chunk_cache.clear()
         self.manifest_cache.clear()
         self.index_cache.clear()
@@ -253,6 +317,7 @@ class ObjectStoreRemoteStorageManager(
         finally:
             metrics.SEGMENT_COPY_SECONDS.observe(time.perf_counter() - started)
         self.manifest_cache.invalidate(keys.manifest)
+        self._forget_first_touch(keys)
         if not cfg.custom_metadata_enabled:
             return None
         stored = log_upload.chunk_index.stored_size + indexes.stored_size + len(manifest_bytes)
@@ -279,10 +344,12 @@ class ObjectStoreRemoteStorageManager(
             raise RemoteStorageException(
                 f"end_position {end_position} < start_position {start_position}"
             )
+        self._touch_first(metadata, start_position)
         seg = self.open_segment(metadata)
         if start_position >= seg.size:
             return io.BytesIO(b"")
         end = seg.size - 1 if end_position is None else min(end_position, seg.size - 1)
+        tip = metadata.topic_id_partition
         stream = ChunkStream(
             seg.manifest.chunk_index,
             start_position,
@@ -290,14 +357,19 @@ class ObjectStoreRemoteStorageManager(
             load=lambda chunk_id: self._chunk(seg, chunk_id),
             ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
             pool=self._ahead_pool,
-            read_ahead=self._read_ahead,
-            # without a chunk cache, loaded read-ahead lives in the stream itself: hold no
-            # more than the window, so memory is bounded by open streams x prefetch size
-            run_ahead=None if self._caching_chunks else self._read_ahead,
+            law=self._law_for(tip) if self._read_ahead > 0 else None,
+            budget=self.read_ahead_budget,
+            reached=(
+                (lambda chunk_id: self.chunk_cache.reached((seg.cache_id, chunk_id)))
+                if self._caching_chunks
+                else None
+            ),
+            closed=lambda law: self._remember(tip, law),
         )
-        return io.BufferedReader(stream, buffer_size=64 * 1024)
+        return stream  # type: ignore[return-value]
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        self._touch_first(metadata, None)
         seg = self.open_segment(metadata)
         blob_range = seg.manifest.indexes.get(index_type)
         if blob_range is None:
@@ -306,27 +378,98 @@ class ObjectStoreRemoteStorageManager(
             )
         if blob_range.size == 0:
             return io.BytesIO(b"")
-
-        def load() -> bytes:
-            stored = self.backend.get_range(
-                seg.keys.indexes,
-                blob_range.position,
-                blob_range.position + blob_range.size,
-                "indexes",
-            )
-            if seg.data_key is None:
-                return stored
-            name = INDEX_NAMES[index_type]
-            try:
-                return decrypt(
-                    seg.data_key, stored, blob_aad(seg.data_key, name), f"{seg.keys.indexes} {name}"
-                )
-            except CorruptDataError:
-                metrics.CORRUPT_CHUNKS.inc()
-                raise
-
-        data = self.index_cache.get((seg.cache_id, index_type.value), load)
+        data = self.index_cache.get(
+            (seg.cache_id, index_type.value), lambda: self._load_index(seg, index_type)
+        )
         return io.BytesIO(data)
+
+    def _load_index(self, seg: OpenSegment, index_type: IndexType) -> bytes:
+        """One index: sliced from the ``.indexes`` blob a first touch fetched whole (the
+        other indexes in it are cached on the way), else one ranged GET."""
+        blob_range = seg.manifest.indexes[index_type]
+        assert blob_range is not None  # fetch_index answered a missing index itself
+        end = blob_range.position + blob_range.size
+        blob = self._first_touch_result(seg.keys.indexes, pop=False)
+        if isinstance(blob, bytes) and len(blob) >= end:
+            for other, other_range in seg.manifest.indexes.items():
+                if other is index_type or other_range is None or not other_range.size:
+                    continue
+                other_end = other_range.position + other_range.size
+                if len(blob) >= other_end:
+                    stored = blob[other_range.position : other_end]
+                    self.index_cache.prefetch(
+                        (seg.cache_id, other.value),
+                        functools.partial(self._decrypt_index, seg, other, stored),
+                    )
+            with self._first_touch_lock:  # every index is cached or loading now
+                self._first_touch.pop(seg.keys.indexes, None)
+            return self._decrypt_index(seg, index_type, blob[blob_range.position : end])
+        stored = self.backend.get_range(seg.keys.indexes, blob_range.position, end, "indexes")
+        return self._decrypt_index(seg, index_type, stored)
+
+    def _decrypt_index(self, seg: OpenSegment, index_type: IndexType, stored: bytes) -> bytes:
+        if seg.data_key is None:
+            return stored
+        name = INDEX_NAMES[index_type]
+        try:
+            return decrypt(
+                seg.data_key, stored, blob_aad(seg.data_key, name), f"{seg.keys.indexes} {name}"
+            )
+        except CorruptDataError:
+            metrics.CORRUPT_CHUNKS.inc()
+            raise
+
+    # -- first touch --------------------------------------------------------------------
+
+    def _touch_first(self, metadata: RemoteLogSegmentMetadata, position: int | None) -> None:
+        """A read of a segment whose manifest is not cached (untouched since start, or
+        evicted) GETs beside the manifest, instead of after it: for an index lookup
+        (``position`` None) the whole ``.indexes`` blob, one GET for all the indexes instead
+        of one each; for a stream starting in chunk 0, the stored bytes chunk 0 can occupy.
+        The broker's reader looks the offset up while its stream starts, so a read at a
+        segment's first batch has the manifest, the indexes and chunk 0 in flight at once.
+        Both are checked against the manifest when it arrives, and used only if they cover
+        what it says."""
+        keys = self.keys_for(metadata)
+        if self.manifest_cache.holds(keys.manifest):
+            return
+        cfg = self.config
+        with self._first_touch_lock:
+            if position is None and keys.indexes not in self._first_touch:
+                self._first_touch[keys.indexes] = self._fetch_pool.submit(
+                    self.backend.get, keys.indexes, "indexes"
+                )
+            if (
+                position is not None
+                and position < cfg.chunk_size
+                and keys.log not in self._first_touch
+            ):
+                guess = min(cfg.chunk_size, metadata.segment_size_in_bytes)
+                if cfg.encryption_enabled:
+                    guess += ENCRYPTION_OVERHEAD
+                self._first_touch[keys.log] = self._fetch_pool.submit(
+                    self.backend.get_range_view, keys.log, 0, guess, "log"
+                )
+            while len(self._first_touch) > _FIRST_TOUCH_KEPT:
+                self._first_touch.popitem(last=False)[1].cancel()
+
+    def _first_touch_result(self, key: str, *, pop: bool) -> object:
+        """What the first touch fetched of ``key`` (None if nothing, or it failed)."""
+        with self._first_touch_lock:
+            future = self._first_touch.pop(key, None) if pop else self._first_touch.get(key)
+        if future is None or future.cancelled():
+            return None
+        try:
+            return future.result()
+        except Exception:  # the regular GET that follows reports the store's error
+            return None
+
+    def _forget_first_touch(self, keys: SegmentKeys) -> None:
+        with self._first_touch_lock:
+            for key in (keys.indexes, keys.log):
+                future = self._first_touch.pop(key, None)
+                if future is not None:
+                    future.cancel()
 
     def warm(
         self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
@@ -344,21 +487,38 @@ class ObjectStoreRemoteStorageManager(
         """
         if not self._caching_chunks:
             return 0
+        if start_position == 0:
+            self._touch_first(metadata, None)
         seg = self.open_segment(metadata)
         if start_position == 0:
             for index_type in (IndexType.OFFSET, IndexType.TIMESTAMP):
                 if not self.index_cache.holds((seg.cache_id, index_type.value)):
                     self._fetch_pool.submit(self._warm_index, metadata, index_type)
-        budget = self.config.fetch_chunk_cache_prefetch_max_size if length is None else length
-        if start_position >= seg.size or budget <= 0:
+        reach = self.read_ahead_bytes if length is None else length
+        if start_position >= seg.size or reach <= 0:
             return 0
-        end = min(seg.size - 1, start_position + budget - 1)
+        end = min(seg.size - 1, start_position + reach - 1)
         scheduled = 0
-        for chunk_id in seg.manifest.chunk_index.chunks_for_range(start_position, end):
-            if not self.chunk_cache.holds((seg.cache_id, chunk_id)):
-                self._ahead_pool.submit(self._chunk_ahead, seg, chunk_id)
-                scheduled += 1
+        index = seg.manifest.chunk_index
+        for chunk_id in index.chunks_for_range(start_position, end):
+            if self.chunk_cache.holds((seg.cache_id, chunk_id)):
+                continue
+            first, last = index.original_range(chunk_id)
+            if not self._warm_account.try_acquire(last - first):
+                break  # the budget is spoken for: the stream loads it when it gets there
+            self._ahead_pool.submit(self._warm_chunk, seg, chunk_id, last - first)
+            scheduled += 1
         return scheduled
+
+    def _warm_chunk(self, seg: OpenSegment, chunk_id: int, size: int) -> None:
+        """Load one chunk into the cache; its budget is held only while it is in flight
+        (once cached it is the cache's to bound)."""
+        try:
+            self.chunk_cache.prefetch(
+                (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
+            )
+        finally:
+            self._warm_account.release(size)
 
     def _warm_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> None:
         try:
@@ -419,14 +579,13 @@ class ObjectStoreRemoteStorageManager(
             (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
         )
 
-    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview | None:
-        """Read-ahead task: with a chunk cache, load into it and let the reader hit it;
-        without one, hand the bytes to the stream directly."""
+    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
+        """Read-ahead task: the chunk for the stream to keep until its reader gets there,
+        also kept by the chunk cache (if any) for other readers."""
         if self._caching_chunks:
-            self.chunk_cache.prefetch(
+            return self.chunk_cache.load_ahead(
                 (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
             )
-            return None
         metrics.PREFETCH_CHUNKS.inc()
         return self._chunk(seg, chunk_id)
 
@@ -434,7 +593,11 @@ class ObjectStoreRemoteStorageManager(
         index = seg.manifest.chunk_index
         start, end = index.stored_range(chunk_id)
         original_start, original_end = index.original_range(chunk_id)
-        stored = self.backend.get_range_view(seg.keys.log, start, end, "log")
+        early = self._first_touch_result(seg.keys.log, pop=True) if chunk_id == 0 else None
+        if isinstance(early, memoryview) and len(early) >= end:
+            stored = early[:end]
+        else:
+            stored = self.backend.get_range_view(seg.keys.log, start, end, "log")
         try:
             return seg.decoder.decode(
                 chunk_id,

@@ -35,6 +35,7 @@ from tierlog.tiered.api.plugin import (
     plugin_props,
 )
 from tierlog.tiered.api.read_ahead import SupportsReadAhead
+from tierlog.tiered.api.read_view import SupportsReadView
 from tierlog.tiered.api.remote_log_metadata_manager import RemoteLogMetadataManager
 from tierlog.tiered.api.remote_log_segment_id import RemoteLogSegmentId
 from tierlog.tiered.api.remote_log_segment_metadata import RemoteLogSegmentMetadata
@@ -79,6 +80,7 @@ __all__ = [
     "SupportsInventory",
     "SupportsMetadataTopic",
     "SupportsReadAhead",
+    "SupportsReadView",
     "SupportsSegmentManifests",
     "TopicIdPartition",
     "load_plugin",

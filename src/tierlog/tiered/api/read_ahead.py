@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 
 from tierlog.tiered.api.remote_log_segment_metadata import RemoteLogSegmentMetadata
+from tierlog.tiered.api.topic_id_partition import TopicIdPartition
 
 
 class SupportsReadAhead(abc.ABC):
@@ -16,10 +17,13 @@ class SupportsReadAhead(abc.ABC):
 
     Contract:
 
-    * ``read_ahead_bytes`` is how far one read stream loads ahead of its reader. A caller
-      that knows which segment comes next continues that reach into it with ``warm``, so a
-      reader crossing a segment boundary never finds the pipeline empty. 0 means prefetched
-      bytes would not be kept, and callers should not warm at all.
+    * ``read_ahead_bytes`` is the most one read stream loads ahead of its reader (a
+      plugin may adapt each stream's window below it). 0 means prefetched bytes would not
+      be kept, and callers should not warm at all.
+    * ``read_ahead_window(tip)`` is how far the partition's latest stream loads ahead now
+      (``read_ahead_bytes`` unless the plugin adapts it). A caller that knows which segment
+      comes next continues that reach into it with ``warm``, so a reader crossing a segment
+      boundary never finds the pipeline empty.
     * ``warm`` schedules loads and returns at once (it may load the segment's manifest in the
       calling thread). It returns the number of loads scheduled; ranges already cached or
       loading are skipped, so a caller may widen its window call by call without any byte
@@ -35,6 +39,10 @@ class SupportsReadAhead(abc.ABC):
     @abc.abstractmethod
     def read_ahead_bytes(self) -> int:
         """Bytes one stream may load ahead of its reader; 0 when nothing would be kept."""
+
+    def read_ahead_window(self, tip: TopicIdPartition) -> int:
+        """Bytes the partition's latest read stream keeps ahead of its reader now."""
+        return self.read_ahead_bytes
 
     @abc.abstractmethod
     def warm(

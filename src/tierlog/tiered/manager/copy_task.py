@@ -110,6 +110,14 @@ class CopyTask(PeriodicTask):
         self._copied_offset: int | None = None
         self._log_start_updated = False
         self._log_dir: Path | None = None
+        self._fenced = threading.Event()
+
+    def fence(self) -> None:
+        """Leadership moved away: stop, and undo a copy in flight instead of finishing it,
+        because the new leader uploads these offsets itself (no two COPY_SEGMENT_FINISHED
+        segments for the same offsets in one lineage)."""
+        self._fenced.set()
+        self.cancel()
 
     def execute(self) -> None:
         if not self.backoff.ready(self._ctx.clock_ms()):
@@ -250,6 +258,10 @@ class CopyTask(PeriodicTask):
         except RemoteStorageException:
             self._best_effort_delete(md)
             raise
+        if self._fenced.is_set():
+            log.info("%s: leadership moved during the copy of %s; undoing it", self.tip, sid)
+            self._best_effort_delete(md)
+            return
         limit = self._ctx.config.custom_metadata_max_bytes
         if custom is not None and len(custom) > limit:
             finished = md.create_with_updates(

@@ -32,7 +32,8 @@ class ExpirationPlan:
     new_log_start_offset: int | None = None
     """``max(end + 1)`` over segments deleted for time or size; None leaves it unchanged."""
     unreferenced: list[RemoteLogSegmentMetadata] = field(default_factory=list)
-    """Segments whose epochs all predate the earliest local epoch (unclean election)."""
+    """Segments whose epochs all predate the earliest local epoch, or that lie outside the
+    leader-epoch lineage (both left behind by an unclean election)."""
     metadata_count: int = 0
     remote_size_bytes: int = 0
 
@@ -83,6 +84,9 @@ def plan_expiration(
     plan.new_log_start_offset = walk.new_start
     plan.unreferenced = _unreferenced_segments(
         listed, leader_epochs[0][0], segments_for_epoch, walk.queued, being_copied
+    )
+    plan.unreferenced += _diverged_segments(
+        listed, lineage, log_end_offset, walk.queued, being_copied
     )
     return plan
 
@@ -213,4 +217,31 @@ def _unreferenced_segments(
             if all(e < earliest_epoch for e in s.segment_leader_epochs):
                 queued.add(sid)
                 out.append(s)
+    return out
+
+
+def _diverged_segments(
+    listed: Sequence[RemoteLogSegmentMetadata],
+    lineage: Mapping[int, int],
+    log_end_offset: int,
+    queued: set[RemoteLogSegmentId],
+    being_copied: Set[RemoteLogSegmentId],
+) -> list[RemoteLogSegmentMetadata]:
+    """Finished segments outside the leader-epoch lineage (spec §1.6): an epoch this log
+    never had, an epoch boundary elsewhere, or offsets past its end. Uploaded by a leader
+    whose history an unclean election cut off, no consumer of this lineage reads them, so
+    they are deleted (without moving the log start); ``queued`` gains each one.
+
+    A clean leader never sees such a segment: uploads stop at the old leader's last stable
+    offset, which every in-sync replica holds with the same epochs."""
+    out: list[RemoteLogSegmentMetadata] = []
+    for s in sorted(listed, key=lambda m: m.start_offset):
+        sid = s.remote_log_segment_id
+        if s.state is not _FINISHED or sid in queued or sid in being_copied:
+            continue
+        if not is_remote_segment_within_leader_epochs(
+            s.segment_leader_epochs, s.end_offset, log_end_offset, lineage
+        ):
+            queued.add(sid)
+            out.append(s)
     return out

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.log import PartitionLog, TopicPartition
@@ -43,6 +43,7 @@ from tierlog.tiered.api import (
     RemoteStorageManager,
     TopicIdPartition,
 )
+from tierlog.tiered.manager.aux_state import SegmentAuxState, read_segment_aux_state
 from tierlog.tiered.manager.backoff import RetryBackoff
 from tierlog.tiered.manager.config import RemoteLogManagerConfig
 from tierlog.tiered.manager.copy_task import CopyTask, CopyThrottle
@@ -118,6 +119,8 @@ class _Partition:
     copy_task: CopyTask | None = None
     expiration_task: ExpirationTask | None = None
     follower_task: FollowerTask | None = None
+    predecessors: dict[str, PeriodicTask] = field(default_factory=dict)
+    """Cancelled tasks (by kind) whose replacements must not overlap their last run."""
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -222,9 +225,17 @@ class RemoteLogManager:
     # --- leadership -------------------------------------------------------------------
 
     def on_leadership_change(
-        self, leaders: Iterable[PartitionLog], followers: Iterable[PartitionLog] = ()
+        self,
+        leaders: Iterable[PartitionLog],
+        followers: Iterable[PartitionLog] = (),
+        *,
+        restart: bool = False,
     ) -> None:
-        """Install the tasks for tiered partitions this broker now leads or follows."""
+        """Install the tasks for tiered partitions this broker now leads or follows.
+
+        ``restart`` (a new leader epoch in cluster mode): the partition's tasks are cancelled
+        and started again, so a new leader re-derives its state from the remote metadata of
+        its own epoch lineage, and the copy lag metrics start again at 0."""
         if not self._started:
             raise RuntimeError("RemoteLogManager.on_leadership_change called before startup()")
         lead = [p for lg in leaders if lg.remote_enabled and (p := self._track(lg)) is not None]
@@ -232,10 +243,33 @@ class RemoteLogManager:
         if not lead and not follow:
             return
         self.rlmm.on_partition_leadership_changes({p.tip for p in lead}, {p.tip for p in follow})
+        for p in (*follow, *lead):
+            if restart:
+                self._cancel_tasks(p)
         for p in follow:
             self._become_follower(p)
         for p in lead:
             self._become_leader(p)
+
+    def _cancel_tasks(self, p: _Partition) -> None:
+        """Cancel every task of ``p`` (their replacements wait for a run in flight)."""
+        with self._lock:
+            if p.copy_task is not None:
+                p.copy_task.fence()
+            for name in ("copy_task", "expiration_task", "follower_task"):
+                task: PeriodicTask | None = getattr(p, name)
+                if task is not None:
+                    task.cancel()
+                    p.predecessors[name] = task
+            p.copy_task = p.expiration_task = p.follower_task = None
+            self.metrics.copy_lag_bytes.labels(*p.labels).set(0)
+            self.metrics.copy_lag_segments.labels(*p.labels).set(0)
+
+    def _schedule(
+        self, p: _Partition, name: str, task: PeriodicTask, pool: ThreadPoolExecutor
+    ) -> None:
+        task.after = p.predecessors.pop(name, None)
+        self._scheduler.schedule(task, pool, self._first_delay_s)
 
     def _track(self, lg: PartitionLog) -> _Partition | None:
         if lg.topic_id is None:
@@ -261,7 +295,7 @@ class RemoteLogManager:
                 p.follower_task = None
             if p.expiration_task is None or p.expiration_task.is_cancelled():
                 p.expiration_task = ExpirationTask(p.log, p.tip, self._task_ctx)
-                self._scheduler.schedule(p.expiration_task, self._expirer, self._first_delay_s)
+                self._schedule(p, "expiration_task", p.expiration_task, self._expirer)
             self._sync_copy_task(p)
 
     def _sync_copy_task(self, p: _Partition) -> None:
@@ -277,7 +311,7 @@ class RemoteLogManager:
                 p.copy_task = CopyTask(
                     p.log, p.tip, self._task_ctx, self._copy_throttle, p.copy_backoff
                 )
-                self._scheduler.schedule(p.copy_task, self._copier, self._first_delay_s)
+                self._schedule(p, "copy_task", p.copy_task, self._copier)
             elif not wanted and running:
                 assert p.copy_task is not None
                 p.copy_task.cancel()
@@ -285,6 +319,8 @@ class RemoteLogManager:
 
     def _become_follower(self, p: _Partition) -> None:
         with self._lock:
+            if p.copy_task is not None:
+                p.copy_task.fence()
             for t in (p.copy_task, p.expiration_task):
                 if t is not None:
                     t.cancel()
@@ -293,7 +329,7 @@ class RemoteLogManager:
             self.metrics.copy_lag_segments.labels(*p.labels).set(0)
             if p.follower_task is None or p.follower_task.is_cancelled():
                 p.follower_task = FollowerTask(p.log, p.tip, self._task_ctx)
-                self._scheduler.schedule(p.follower_task, self._follower, self._first_delay_s)
+                self._schedule(p, "follower_task", p.follower_task, self._follower)
 
     def on_config_change(self, lg: PartitionLog) -> None:
         """Apply a changed topic config: copy disable/enable, or tiering newly enabled.
@@ -378,6 +414,20 @@ class RemoteLogManager:
             self.rlmm.put_remote_partition_delete_metadata(
                 RemotePartitionDeleteMetadata(tip, state, self._clock(), self.config.broker_id)
             ).result()
+
+    # --- follower bootstrap -----------------------------------------------------------------
+
+    def segment_aux_state(self, lg: PartitionLog, epoch: int, offset: int) -> SegmentAuxState:
+        """The leader-epoch checkpoint and producer snapshot of the remote segment holding
+        ``(epoch, offset)``, for a follower that restarts its log after it (blocking).
+        Counted in the BuildRemoteLogAuxState request and error metrics."""
+        labels = (lg.tp.topic, str(lg.tp.partition))
+        self.metrics.build_aux_state_requests.labels(*labels).inc()
+        try:
+            return read_segment_aux_state(self.rlmm, self.rsm, lg, epoch, offset)
+        except Exception:
+            self.metrics.build_aux_state_errors.labels(*labels).inc()
+            raise
 
     # --- remote reads (called from the event loop) --------------------------------------
 

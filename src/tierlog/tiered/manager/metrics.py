@@ -75,6 +75,15 @@ class RemoteMetrics:
         self.delete_errors = per_partition_counter(
             "tierlog_remote_delete_errors", "Segment deletes that failed."
         )
+        self.build_aux_state_requests = per_partition_counter(
+            "tierlog_build_remote_log_aux_state_requests",
+            "Follower bootstraps from the remote tier (BuildRemoteLogAuxStateRequestsPerSec).",
+        )
+        self.build_aux_state_errors = per_partition_counter(
+            "tierlog_build_remote_log_aux_state_errors",
+            "Follower bootstraps from the remote tier that failed "
+            "(BuildRemoteLogAuxStateErrorsPerSec).",
+        )
         self.copy_lag_bytes = per_partition_gauge(
             "tierlog_remote_copy_lag_bytes", "Sealed local bytes not yet copied."
         )

@@ -61,7 +61,7 @@ class NextSegmentWarmer:
     ) -> None:
         """A read of ``md`` ended at ``end_position``: warm the part of the next segment
         (found by ``next_segment``, called only when needed) the window now covers."""
-        window = self._rsm.read_ahead_bytes
+        window = self._rsm.read_ahead_window(tip)
         if window <= 0:
             return
         remaining = md.segment_size_in_bytes - end_position

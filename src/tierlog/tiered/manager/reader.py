@@ -203,6 +203,19 @@ class RemoteReader:
             )
         return md
 
+    def _next_with_txn_index(
+        self, spec: RemoteReadSpec, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The first remote segment at or after ``offset`` that has a transaction index,
+        through the epochs from the one holding ``offset``."""
+        epoch = epoch_for_offset(spec.epochs, offset)
+        while epoch is not None:
+            md = self._rlmm.next_segment_with_txn_index(spec.tip, epoch, offset)
+            if md is not None:
+                return md
+            epoch = next_epoch(spec.epochs, epoch)
+        return None
+
     def _segment_for(self, spec: RemoteReadSpec, offset: int) -> RemoteLogSegmentMetadata | None:
         epoch = epoch_for_offset(spec.epochs, offset)
         if epoch is None:
@@ -299,14 +312,18 @@ class RemoteReader:
         ``collectAbortedTransactions``): from this segment's remote transaction index and
         each following remote segment's, then every local segment's, until an entry's LSO
         reaches ``upper_bound``. An abort whose marker lies in a later segment than its data
-        is found that way, also when that segment is still only local. Deduplicated: a
-        segment both remote and local is searched twice."""
+        is found that way, also when that segment is still only local. Segments uploaded with
+        an empty transaction index are skipped without loading anything (Kafka's
+        ``findNextSegmentWithTxnIndex``). Deduplicated: a segment both remote and local is
+        searched twice."""
         out: list[AbortedTxn] = []
         seg: RemoteLogSegmentMetadata | None = md
         while seg is not None:
-            if collect_aborted(self._cache.aborted_txns(seg), spec.fetch_offset, upper_bound, out):
+            if not seg.txn_idx_empty and collect_aborted(
+                self._cache.aborted_txns(seg), spec.fetch_offset, upper_bound, out
+            ):
                 return list(dict.fromkeys(out))
-            seg = self._segment_for(spec, seg.end_offset + 1)
+            seg = self._next_with_txn_index(spec, seg.end_offset + 1)
         if spec.local_aborted is not None:
             out.extend(spec.local_aborted(spec.fetch_offset, upper_bound))
         return list(dict.fromkeys(out))

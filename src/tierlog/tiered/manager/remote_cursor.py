@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from typing import BinaryIO
 
-from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
 
 __all__ = ["PARKED_IDLE_S", "PARKED_MAX", "ParkedCursors", "SegmentCursor"]
 
@@ -43,11 +43,18 @@ class SegmentCursor:
         self.used_at = 0.0
 
     def read(self, n: int) -> memoryview:
-        """The next ``n`` bytes as one buffer (fewer only where the stream ends), consumed:
-        one copy from the plugin's chunk into a buffer the Fetch response can send as is."""
+        """The next ``n`` bytes as one buffer (fewer only where the stream ends), consumed,
+        that the Fetch response can send as is: the plugin's own chunk when the bytes lie
+        within one and the stream lends it (``SupportsReadView``), else one copy."""
         if len(self.carry) >= n:
             out = self.carry[:n]
             self.carry = self.carry[n:]
+        elif not self.carry and isinstance(self.stream, SupportsReadView):
+            out = self.stream.read_view(n)
+            if 0 < len(out) < n:  # the rest is in the next chunk: one buffer, one copy
+                buf = memoryview(bytearray(n))
+                buf[: len(out)] = out
+                out = buf[: len(out) + self._fill(buf[len(out) :])]
         else:
             buf = memoryview(bytearray(n))
             got = len(self.carry)

@@ -84,6 +84,9 @@ class PeriodicTask(abc.ABC):
         self.runs = 0
         self.idle = threading.Event()
         self.idle.set()
+        self.after: PeriodicTask | None = None
+        """The task this one replaced (a leadership change): its runs wait until that
+        task's run in flight is over, so two tasks of a partition never overlap."""
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -98,6 +101,10 @@ class PeriodicTask(abc.ABC):
     def run_once(self) -> None:
         if self.is_cancelled():
             return
+        if self.after is not None:
+            if not self.after.idle.is_set():
+                return
+            self.after = None
         self.idle.clear()
         try:
             self.execute()

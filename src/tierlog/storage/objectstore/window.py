@@ -1,0 +1,163 @@
+"""The read-ahead control law: how many chunks one read stream keeps ahead of its reader.
+
+Pure bookkeeping, no threads and no clock of its own (every event carries its time), so the
+law can be driven step by step with a fake clock. docs/read-ahead.md states it in full.
+
+Inputs, per stream:
+
+* ``got(seconds)``: a read-ahead GET took that long (latency plus transfer), ``L``;
+* ``advanced(now, waited)``: the reader moved on to its next chunk at ``now``, after waiting
+  ``waited`` seconds for it (0 when it was already loaded). The time between two advances
+  minus the wait is what the consumer itself took per chunk, ``T_c``.
+
+Output: ``ahead``, the chunks loaded or in flight past the reader's chunk (1..``cap``). The
+window is those plus the chunk being read: a reader that stops leaves less than one window
+fetched and unread.
+
+The law is decided once per epoch (``ahead`` advances, at least two), from the epoch's
+throughput ``X`` (bytes the reader consumed per second) and whether it waited:
+
+* the reader waited (the store is behind): double ``ahead`` up to ``cap`` (slow start);
+  but if the last doubling raised ``X`` by less than ``PLATEAU_GAIN``, the store, not the
+  window, is the limit: go back to the smaller window and hold it for ``HOLD_EPOCHS``
+  epochs before probing again;
+* the reader never waited (the consumer is the slower one): shrink towards the demand
+  ``D = ceil(L / T_c) + 1``, the chunks a consumer needing ``T_c`` per chunk drains
+  during one GET, plus one in reserve; at most halving per epoch.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["HOLD_EPOCHS", "INITIAL_AHEAD", "PLATEAU_GAIN", "WindowLaw"]
+
+#: Read-ahead chunks a new stream starts with (or ``cap`` if smaller).
+INITIAL_AHEAD = 2
+#: A doubling must raise the epoch's throughput by this fraction to count as growth.
+PLATEAU_GAIN = 0.1
+#: Epochs a plateaued window is held before it probes a doubling again.
+HOLD_EPOCHS = 8
+#: Weight of the newest sample in the moving averages of ``L`` and ``T_c``.
+_ALPHA = 0.3
+#: A wait shorter than this is scheduling noise, not a reader waiting for the store.
+_WAIT_NOISE_S = 0.0005
+
+
+class WindowLaw:
+    """One stream's adaptive read-ahead; not thread-safe (the stream holds its lock)."""
+
+    __slots__ = (
+        "_at_growth",
+        "_bytes",
+        "_epoch_advances",
+        "_epoch_start",
+        "_hold",
+        "_last_advance",
+        "_previous",
+        "_waited",
+        "ahead",
+        "cap",
+        "chunk",
+        "consume_s",
+        "get_s",
+    )
+
+    def __init__(self, chunk: int, cap: int, *, initial: int = INITIAL_AHEAD) -> None:
+        self.chunk = chunk
+        self.cap = max(0, cap)
+        self.ahead = min(self.cap, max(1, initial))
+        self.get_s: float | None = None  # L: moving average of a read-ahead GET
+        self.consume_s: float | None = None  # T_c: the consumer's own time per chunk
+        self._last_advance: float | None = None
+        self._epoch_start: float | None = None
+        self._epoch_advances = 0
+        self._bytes = 0
+        self._waited = False
+        self._previous: int | None = None  # ahead before the last doubling
+        self._at_growth: float | None = None  # X of the epoch that decided that doubling
+        self._hold = 0
+
+    def resumed(self) -> WindowLaw:
+        """A law for the same reader's next stream (its next segment): it starts from this
+        window and these estimates instead of from scratch."""
+        law = WindowLaw(self.chunk, self.cap, initial=self.ahead)
+        law.get_s, law.consume_s = self.get_s, self.consume_s
+        return law
+
+    @property
+    def window_bytes(self) -> int:
+        """Bytes of read-ahead this stream may hold now (not counting the reader's chunk)."""
+        return self.ahead * self.chunk
+
+    def demand(self) -> int | None:
+        """``D``: read-ahead chunks that hide one GET from this consumer; None before both
+        ``L`` and ``T_c`` were measured."""
+        if self.get_s is None or self.consume_s is None:
+            return None
+        return math.ceil(self.get_s / max(self.consume_s, 1e-6)) + 1
+
+    def got(self, seconds: float) -> None:
+        self.get_s = _average(self.get_s, seconds)
+
+    def advanced(self, now: float, waited: float, nbytes: int | None = None) -> None:
+        """The reader entered its next chunk at ``now`` after waiting ``waited`` seconds;
+        ``nbytes`` is what it consumed of the previous chunk (a whole chunk by default)."""
+        if self.cap == 0:
+            return
+        if self._last_advance is not None:
+            busy = max(0.0, now - self._last_advance - waited)
+            self.consume_s = _average(self.consume_s, busy)
+            self._bytes += self.chunk if nbytes is None else nbytes
+            self._epoch_advances += 1
+        if self._epoch_start is None:
+            self._epoch_start = now
+        if waited > _WAIT_NOISE_S and self._last_advance is not None:
+            self._waited = True
+        self._last_advance = now
+        if self._epoch_advances >= max(2, self.ahead):
+            self._decide(now)
+
+    def _decide(self, now: float) -> None:
+        assert self._epoch_start is not None
+        elapsed = max(now - self._epoch_start, 1e-9)
+        throughput = self._bytes / elapsed
+        if self._waited:
+            self._when_behind(throughput)
+        else:
+            self._when_ahead()
+        self._epoch_start = now
+        self._epoch_advances = 0
+        self._bytes = 0
+        self._waited = False
+
+    def _when_behind(self, throughput: float) -> None:
+        if self._hold > 0:
+            self._hold -= 1
+            return
+        grown = self._previous is not None and self._at_growth is not None
+        if grown and throughput < self._at_growth * (1 + PLATEAU_GAIN):  # type: ignore[operator]
+            # the last doubling bought nothing: the store is the limit here
+            assert self._previous is not None
+            self.ahead = self._previous
+            self._previous = self._at_growth = None
+            self._hold = HOLD_EPOCHS
+            return
+        if self.ahead >= self.cap:
+            self._previous = self._at_growth = None
+            return
+        self._previous = self.ahead
+        self._at_growth = throughput
+        self.ahead = min(self.cap, 2 * self.ahead)
+
+    def _when_ahead(self) -> None:
+        self._previous = self._at_growth = None
+        self._hold = 0
+        wanted = self.demand()
+        if wanted is None or wanted >= self.ahead:
+            return
+        self.ahead = max(1, wanted, self.ahead // 2)
+
+
+def _average(old: float | None, sample: float) -> float:
+    return sample if old is None else old + _ALPHA * (sample - old)

@@ -1,0 +1,23 @@
+"""Optional stream capability: handing out the next bytes of a segment without copying them."""
+
+from __future__ import annotations
+
+import abc
+
+
+class SupportsReadView(abc.ABC):
+    """A stream from ``RemoteStorageManager.fetch_log_segment`` that can lend its buffer.
+
+    A stream declares the capability by inheriting this class; callers check it with
+    ``isinstance``. Without it, callers copy with ``readinto``.
+
+    Contract: ``read_view(n)`` returns the next ``min(n, what is left)`` bytes or fewer (it
+    stops where the stream's own buffer ends, e.g. a chunk boundary, and is empty only at
+    the end) as a read-only view of a buffer the stream will not write again, and consumes
+    them. The view stays valid after the stream is closed. Mixing ``read_view`` with the
+    stream's other read methods is allowed: they consume from the same position.
+    """
+
+    @abc.abstractmethod
+    def read_view(self, n: int) -> memoryview:
+        """Up to ``n`` next bytes, consumed, without a copy; empty only at the end."""

@@ -1,0 +1,608 @@
+"""KIP-405 in a cluster, with three real ``tierlog serve`` processes on a real ZooKeeper and
+one remote tier they share (the directory RSM over a common directory):
+
+* ``__remote_log_metadata`` is a replicated topic created through the controller with
+  ``remote.log.metadata.topic.replication.factor`` replicas;
+* only the leader of a tiered partition copies (followers run the follower task);
+* a replica that was down while the leader tiered and deleted its local segments
+  bootstraps from the remote tier (OFFSET_MOVED_TO_TIERED_STORAGE, then its auxiliary
+  state, spec §7.2): its local log starts above 0 with the leader's epoch checkpoint and
+  producer state, an idempotent producer goes on without OUT_OF_ORDER_SEQUENCE once it
+  leads, and a consumer from offset 0 reads the remote data through it;
+* a leader killed in the middle of a copy (stalled at the RSM boundary) leaves, once the
+  new leader has settled, remote segments covering the history exactly once;
+* after an unclean election the new leader's expiration task deletes the remote segments
+  that are no longer in its leader-epoch lineage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pytest
+from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cluster.stalling_rsm import copying_file, hold_file
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tierlog.client import WireConnection
+from tierlog.cluster import paths
+from tierlog.cluster.election import read_controller
+from tierlog.cluster.registration import live_brokers
+from tierlog.cluster.znodes import PartitionState
+from tierlog.log.checkpoint import read_epoch_checkpoint
+from tierlog.log.producer_state import ProducerEntry, decode_snapshot
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.server.topics import STATE_FILE
+from tierlog.storage.directory import COPY, DELETE, StorageEvent, read_events
+from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tierlog.tiered.metadata.fold import fold_metadata
+
+TOPIC = "tiered"
+METADATA_TOPIC = "__remote_log_metadata"
+N = 5
+"""Records (one per batch) per segment."""
+STALLING_RSM = "tests.cluster.stalling_rsm:StallingDirectoryRemoteStorageManager"
+
+
+def _recipe(**extra: str) -> dict[str, str]:
+    """Kafka's tiered-storage test recipe: a segment rolls after N batches and every
+    uploaded segment leaves the local tier."""
+    return {
+        "remote.storage.enable": "true",
+        "index.interval.bytes": "1",
+        "segment.index.bytes": str(12 * N),
+        "local.retention.bytes": "1",
+        "min.insync.replicas": "1",
+        **extra,
+    }
+
+
+@dataclass
+class Cluster:
+    brokers: dict[int, BrokerProcess]
+    kazoo: KazooClient
+    remote: Path
+
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+
+    def state(self, topic: str = TOPIC, p: int = 0) -> PartitionState | None:
+        path = paths.partition_state(topic, p)
+        if self.kazoo.exists(path) is None:
+            return None
+        return PartitionState.decode(self.kazoo.get(path)[0])
+
+    def leader(self) -> int:
+        s = self.state()
+        assert s is not None
+        return s.leader
+
+    def local_segments(self, broker: int, topic: str = TOPIC) -> list[int]:
+        d = self.brokers[broker].log_dir / f"{topic}-0"
+        return sorted(int(p.name.split(".")[0]) for p in d.glob("*.log"))
+
+    def epochs(self, broker: int) -> list[tuple[int, int]]:
+        return read_epoch_checkpoint(
+            self.brokers[broker].log_dir / f"{TOPIC}-0" / "leader-epoch-checkpoint"
+        )
+
+    def events(self) -> list[StorageEvent]:
+        return [
+            e
+            for b in self.brokers
+            for e in read_events(self.remote, b)
+            if e.topic == TOPIC and e.index_type is None
+        ]
+
+    def live_segments(self) -> list[tuple[int, int]]:
+        """(start, end) of every segment copied to the shared tier and not deleted."""
+        copied = {
+            e.segment_id: (e.start_offset, e.end_offset)
+            for e in self.events()
+            if e.type == COPY and not e.failed
+        }
+        deleted = {e.segment_id for e in self.events() if e.type == DELETE and not e.failed}
+        return sorted(r for sid, r in copied.items() if sid not in deleted)
+
+    def copiers(self) -> set[int]:
+        return {e.broker_id for e in self.events() if e.type == COPY and not e.failed}
+
+
+def _metadata_segments(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
+    """The topic's remote segments as ``__remote_log_metadata`` says, read as a client from
+    every metadata partition's leader and folded as the RLMM folds them."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.bootstrap(), "group.id": "metadata-reader"}
+    )
+    try:
+        ends = {}
+        for p in range(3):
+            _low, high = consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(METADATA_TOPIC, p), timeout=10
+            )
+            ends[p] = high
+        consumer.assign(
+            [confluent_kafka.TopicPartition(METADATA_TOPIC, p, 0) for p in ends if ends[p] > 0]
+        )
+        values: dict[int, list[tuple[int, bytes]]] = {p: [] for p in ends}
+
+        def read_all() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                offset, value, p = msg.offset(), msg.value(), msg.partition()
+                assert offset is not None and value is not None and p is not None
+                values[p].append((offset, value))
+            return all(len(values[p]) >= ends[p] for p in ends)
+
+        wait_until(read_all, 30, interval_s=0, what="the metadata topic read")
+    finally:
+        consumer.close()
+    ordered = [v for p in sorted(values) for _, v in sorted(values[p])]
+    caches = fold_metadata(ordered, None)
+    return [
+        md
+        for tip, cache in caches.items()
+        if tip.topic == TOPIC
+        for md in cache.list_all_remote_log_segments()
+    ]
+
+
+def _covered_once(segments: list[tuple[int, int]], end: int) -> bool:
+    """``segments`` (start, end) cover [0, end) exactly once, in order."""
+    expected = 0
+    for start, last in sorted(segments):
+        if start != expected:
+            return False
+        expected = last + 1
+    return expected == end
+
+
+def _audit(cluster: Cluster) -> dict[str, Any]:
+    """``tierlog audit --json`` (a Spark job) over the shared tier; fails on errors."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "audit",
+            "--bootstrap-server",
+            cluster.bootstrap(),
+            "--json",
+            "--rsm-class",
+            "directory",
+            "--rsm-config",
+            f"dir={cluster.remote}",
+        ],
+        capture_output=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _metric(broker: BrokerProcess, name: str, **labels: str) -> float:
+    """Sum of a broker's Prometheus samples called ``name`` with ``labels``."""
+    with urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def _overrides(zk_connect: str, broker_id: int, remote: Path, rsm: str) -> dict[str, str]:
+    return {
+        "zookeeper.connect": zk_connect,
+        "zookeeper.session.timeout.ms": "2000",
+        "broker.id": str(broker_id),
+        "replica.lag.time.max.ms": "4000",
+        "replica.fetch.wait.max.ms": "200",
+        "replica.fetch.backoff.ms": "100",
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": rsm,
+        "rsm.config.dir": str(remote),
+        "remote.log.manager.task.interval.ms": "300",
+        "log.retention.check.interval.ms": "300",
+        "log.segment.delete.delay.ms": "0",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "3",
+    }
+
+
+def _start(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo: KazooClient,
+    tmp_path: Path,
+    rsm: str = "directory",
+    extra: dict[str, str] | None = None,
+) -> Cluster:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    brokers = {
+        i: broker_factory(
+            overrides={**_overrides(zk_connect, i, remote, rsm), **(extra or {})}, env=env
+        )
+        for i in (1, 2, 3)
+    }
+    wait_until(lambda: sorted(live_brokers(kazoo)) == [1, 2, 3], 20, what="all registered")
+    cluster = Cluster(brokers, kazoo, remote)
+    wait_until(
+        lambda: cluster.state(METADATA_TOPIC, 0) is not None,
+        60,
+        what=f"{METADATA_TOPIC} created by the controller",
+    )
+    return cluster
+
+
+def _create_topic(cluster: Cluster, replicas: list[int], **configs: str) -> None:
+    """CreateTopics with an explicit assignment, sent to the controller."""
+    controller = read_controller(cluster.kazoo)
+    assert controller is not None
+    with WireConnection.to_bootstrap(cluster.brokers[controller].bootstrap) as conn:
+        r = conn.call(
+            ApiKey.CREATE_TOPICS,
+            5,
+            topics=[
+                {
+                    "name": TOPIC,
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+                    "configs": [{"name": k, "value": v} for k, v in _recipe(**configs).items()],
+                }
+            ],
+            timeout=30000,
+            validate_only=False,
+        )
+    assert int(r.topics[0].error_code) == 0, r.topics[0].error_message
+
+    def defined_everywhere() -> bool:
+        """Every broker has the partition and has persisted the topic's definition (a
+        broker killed in between would adopt the directory without its configs)."""
+        for b in cluster.brokers.values():
+            state = b.log_dir / STATE_FILE
+            if not (b.log_dir / f"{TOPIC}-0").is_dir() or not state.exists():
+                return False
+            if f'"{TOPIC}"' not in state.read_text():
+                return False
+        return True
+
+    wait_until(defined_everywhere, 20, what="the topic on every broker")
+
+
+class Producing:
+    """An idempotent acks=all producer that records every outcome."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": 60000,
+            }
+        )
+        self.sent = 0
+        self.acked: list[tuple[int, bytes]] = []
+        self.errors: list[str] = []
+
+    def send(self, count: int) -> None:
+        """``count`` records, one batch each (flushed one by one)."""
+        for _ in range(count):
+            value = b"v-%05d" % self.sent
+            self.sent += 1
+
+            def done(err: object, msg: confluent_kafka.Message, value: bytes = value) -> None:
+                if err is not None:
+                    self.errors.append(str(err))
+                else:
+                    offset = msg.offset()
+                    assert offset is not None
+                    self.acked.append((offset, value))
+
+            self.producer.produce(TOPIC, value=value, partition=0, on_delivery=done)
+            assert self.producer.flush(60) == 0
+        assert not self.errors, self.errors
+
+
+def _producers(entries: Iterable[ProducerEntry]) -> dict[int, tuple[int, int, int]]:
+    return {e.producer_id: (e.producer_epoch, e.last_seq, e.last_offset) for e in entries}
+
+
+def _consume_all(bootstrap: str, count: int) -> list[tuple[int, bytes]]:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+    got: list[tuple[int, bytes]] = []
+
+    def read_all() -> bool:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            offset, value = msg.offset(), msg.value()
+            assert offset is not None and value is not None
+            got.append((offset, value))
+        return len(got) >= count
+
+    try:
+        wait_until(read_all, 90, interval_s=0, what=f"{count} records consumed")
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.fixture
+def cluster(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> Iterator[Cluster]:
+    yield _start(broker_factory, zk_connect, kazoo_client, tmp_path)
+
+
+def test_metadata_topic_is_replicated_and_only_the_leader_copies(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """``__remote_log_metadata`` has the configured replication factor (2 of 3 brokers, so
+    one broker's RLMM reads a metadata partition it holds no replica of from its leader),
+    and the segments of a tiered RF=3 partition are uploaded once, by its leader; the
+    followers' local logs follow the leader's uploads (local retention gated on them)."""
+    cluster = _start(
+        broker_factory,
+        zk_connect,
+        kazoo_client,
+        tmp_path,
+        extra={"rlmm.config.remote.log.metadata.topic.replication.factor": "2"},
+    )
+    metadata_replicas = _replicas(cluster, METADATA_TOPIC)
+    assert len(metadata_replicas) == 3
+    assert all(len(set(r)) == 2 for r in metadata_replicas.values())
+    _create_topic(cluster, [2, 1, 3])
+    producing = Producing(cluster.bootstrap())
+    producing.send(4 * N + 1)
+    wait_until(
+        lambda: cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)],
+        60,
+        what=f"4 segments tiered; saw {cluster.live_segments()}",
+    )
+    assert cluster.copiers() == {2}
+    wait_until(
+        lambda: all(cluster.local_segments(b)[0] == 4 * N for b in (1, 2, 3)),
+        60,
+        what="every replica deleted its tiered local segments",
+    )
+
+
+def _replicas(cluster: Cluster, topic: str) -> dict[int, list[int]]:
+    data = json.loads(cluster.kazoo.get(paths.topic(topic))[0])
+    return {int(p): list(r) for p, r in data["partitions"].items()}
+
+
+def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
+    """Broker 3 is down while broker 1 tiers and deletes its local segments; back, it is
+    answered OFFSET_MOVED_TO_TIERED_STORAGE and rebuilds its state from the remote tier
+    instead of copying the history. Then it leads: the idempotent producer goes on, and a
+    consumer from offset 0 reads the remote data through it."""
+    assert all(len(r) == 3 for r in _replicas(cluster, METADATA_TOPIC).values())
+    _create_topic(cluster, [1, 3, 2])
+    b3 = cluster.brokers[3]
+    b3.kill()
+    producing = Producing(cluster.bootstrap())
+    producing.send(4 * N + 2)
+    wait_until(
+        lambda: cluster.local_segments(1)[0] == 4 * N,
+        60,
+        what=f"broker 1 tiered 4 segments; local {cluster.local_segments(1)}",
+    )
+    b3.start()
+    wait_until(
+        lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2, 3],
+        60,
+        what="broker 3 back in the ISR",
+    )
+    follower_segments = cluster.local_segments(3)
+    assert follower_segments[0] == 4 * N, follower_segments
+    assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
+    assert cluster.epochs(3) == cluster.epochs(1)
+    snapshot = b3.log_dir / f"{TOPIC}-0" / f"{4 * N:020d}.snapshot"
+    follower_producers = {e.producer_id: e for e in decode_snapshot(snapshot.read_bytes())}
+    assert len(follower_producers) == 1
+    (entry,) = follower_producers.values()
+    assert entry.last_seq == 4 * N - 1
+    leader_snapshot = cluster.brokers[1].log_dir / f"{TOPIC}-0" / f"{4 * N:020d}.snapshot"
+    if leader_snapshot.exists():
+        leader_producers = {e.producer_id: e for e in decode_snapshot(leader_snapshot.read_bytes())}
+        assert _producers(leader_producers.values()) == _producers(follower_producers.values())
+    assert cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)]
+
+    cluster.brokers[1].kill()
+    wait_until(lambda: cluster.leader() == 3, 30, what="broker 3 leads")
+    producing.send(N)
+    assert not producing.errors
+    got = _consume_all(cluster.bootstrap(), producing.sent)
+    assert got[: producing.sent] == sorted(producing.acked)
+    assert [v for _, v in got[: producing.sent]] == [b"v-%05d" % i for i in range(producing.sent)]
+
+
+def test_leader_killed_mid_copy_leaves_history_tiered_exactly_once(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """Broker 1 leads and its copy of [0-4] is stalled in the RSM after COPY_SEGMENT_STARTED;
+    it is killed there. The new leader deletes that dangling copy (as Kafka does), resumes
+    from the metadata of its lineage and uploads the history once: every segment is
+    COPY_SEGMENT_FINISHED, they cover the history exactly once, the shared tier holds exactly
+    them, and every acknowledged record is read back once, in order."""
+    cluster = _start(broker_factory, zk_connect, kazoo_client, tmp_path, rsm=STALLING_RSM)
+    _create_topic(cluster, [1, 2, 3])
+    hold_file(cluster.remote, 1).touch()
+    producing = Producing(cluster.bootstrap())
+    producing.send(2 * N + 1)
+    wait_until(lambda: copying_file(cluster.remote, 1).exists(), 30, what="broker 1 copying")
+    stalled = _metadata_segments(cluster)
+    assert [(m.start_offset, m.state) for m in stalled] == [
+        (0, RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+    ]
+    cluster.brokers[1].kill()
+    hold_file(cluster.remote, 1).unlink()
+    wait_until(lambda: cluster.leader() in (2, 3), 30, what="a new leader")
+    new_leader = cluster.leader()
+    wait_until(
+        lambda: cluster.live_segments() == [(0, N - 1), (N, 2 * N - 1)],
+        60,
+        what=f"the history tiered by the new leader; saw {cluster.live_segments()}",
+    )
+    producing.send(N)
+    wait_until(
+        lambda: _covered_once(cluster.live_segments(), 3 * N),
+        60,
+        what=f"3 segments tiered; saw {cluster.live_segments()}",
+    )
+
+    def settled() -> list[RemoteLogSegmentMetadata] | None:
+        segments = _metadata_segments(cluster)
+        finished = all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in segments)
+        return segments if finished else None
+
+    segments = wait_until(settled, 60, what="the dangling copy deleted")
+    ranges = [(m.start_offset, m.end_offset) for m in segments]
+    assert _covered_once(ranges, 3 * N), ranges
+    assert sorted(ranges) == cluster.live_segments()
+    assert {m.remote_log_segment_id.id for m in segments} == {
+        uuid.UUID(e.segment_id)
+        for e in cluster.events()
+        if e.type == COPY and not e.failed and e.broker_id == new_leader
+    } - {uuid.UUID(e.segment_id) for e in cluster.events() if e.type == DELETE}
+    dangling = stalled[0].remote_log_segment_id.id
+    assert any(e.type == DELETE and uuid.UUID(e.segment_id) == dangling for e in cluster.events())
+    got = _consume_all(cluster.bootstrap(), producing.sent)
+    assert [v for _, v in got] == [b"v-%05d" % i for i in range(producing.sent)]
+    assert [o for o, _ in got] == list(range(producing.sent))
+    report = _audit(cluster)
+    assert set(report["summary"].values()) == {0}, report["findings"]
+    assert report["segments"] == len(segments)
+
+
+def test_unclean_election_deletes_segments_outside_the_new_lineage(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """Broker 2 holds [0-4] and is down while broker 1 goes on alone and tiers its history
+    past 4. Broker 1 dies and broker 2 is elected uncleanly: its lineage ends at 4, so its
+    expiration task deletes every remote segment reaching past 4 (those wholly below stay),
+    and consumers read the new lineage."""
+    cluster = _start(broker_factory, zk_connect, kazoo_client, tmp_path)
+    _create_topic(cluster, [1, 2], **{"unclean.leader.election.enable": "true"})
+    producing = Producing(cluster.bootstrap())
+    producing.send(N)
+    wait_until(
+        lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2],
+        30,
+        what="both replicas in sync",
+    )
+    cluster.brokers[2].kill()
+    wait_until(lambda: (s := cluster.state()) is not None and s.isr == (1,), 30, what="ISR {1}")
+    producing.send(3 * N + 1)
+
+    def tiered_past_broker_2() -> bool:
+        live = cluster.live_segments()
+        return bool(live) and live[-1][1] >= 2 * N and _covered_once(live, live[-1][1] + 1)
+
+    wait_until(tiered_past_broker_2, 60, what=f"broker 1 tiered; saw {cluster.live_segments()}")
+    kept = [r for r in cluster.live_segments() if r[1] < N]
+    old_lineage = {
+        m.remote_log_segment_id.id for m in _metadata_segments(cluster) if m.end_offset >= N
+    }
+    assert old_lineage
+    cluster.brokers[1].kill()
+    cluster.brokers[2].start()
+    wait_until(lambda: cluster.leader() == 2, 60, what="broker 2 elected uncleanly")
+    wait_until(
+        lambda: cluster.live_segments() == kept,
+        60,
+        what=f"the cut-off segments deleted; saw {cluster.live_segments()}",
+    )
+    deleted = {uuid.UUID(e.segment_id) for e in cluster.events() if e.type == DELETE}
+    assert old_lineage <= deleted
+    producing.errors.clear()
+    more = Producing(cluster.bootstrap())
+    more.sent = producing.sent
+    more.send(N)
+    got = _consume_all(cluster.bootstrap(), N + N)
+    assert [v for _, v in got[:N]] == [b"v-%05d" % i for i in range(N)]
+    assert [v for _, v in got[N : 2 * N]] == [
+        b"v-%05d" % i for i in range(producing.sent, producing.sent + N)
+    ]
+
+
+def test_empty_follower_starts_after_the_last_tiered_offset(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """KIP-1023 (``follower.fetch.last.tiered.offset.enable``): the leader keeps its tiered
+    segments locally too, yet a follower whose log is empty starts after the last tiered
+    offset, with its state from the remote tier, instead of fetching them again."""
+    cluster = _start(
+        broker_factory,
+        zk_connect,
+        kazoo_client,
+        tmp_path,
+        extra={"follower.fetch.last.tiered.offset.enable": "true"},
+    )
+    _create_topic(cluster, [1, 2, 3], **{"local.retention.bytes": "-2"})
+    b3 = cluster.brokers[3]
+    b3.kill()
+    producing = Producing(cluster.bootstrap())
+    producing.send(4 * N + 1)
+    wait_until(
+        lambda: cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)],
+        60,
+        what=f"4 segments tiered; saw {cluster.live_segments()}",
+    )
+    assert cluster.local_segments(1)[0] == 0
+    b3.start()
+    wait_until(
+        lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2, 3],
+        60,
+        what="broker 3 back in the ISR",
+    )
+    assert cluster.local_segments(3)[0] == 4 * N
+    assert cluster.local_segments(2)[0] == 0
+    assert cluster.epochs(3) == cluster.epochs(1)

@@ -1,0 +1,72 @@
+"""The broker-wide read-ahead budget on a fake clock: bounded, fair, and given back by idle
+streams."""
+
+from __future__ import annotations
+
+from tierlog.storage.objectstore.budget import ReadAheadBudget
+
+CHUNK = 100
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_nothing_is_granted_past_the_total() -> None:
+    budget = ReadAheadBudget(10 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    accounts = [budget.open(lambda: None) for _ in range(16)]
+    granted = 0
+    for _ in range(4):
+        for a in accounts:
+            granted += a.try_acquire(CHUNK)
+    assert granted == 10 and budget.used == budget.peak == 10 * CHUNK
+
+
+def test_a_stream_over_its_share_waits_until_it_has_drained_to_it() -> None:
+    budget = ReadAheadBudget(8 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    first = budget.open(lambda: None)
+    assert all(first.try_acquire(CHUNK) for _ in range(8))  # alone: the whole budget
+    second = budget.open(lambda: None)
+    assert budget.share() == 4 * CHUNK
+    assert not second.try_acquire(CHUNK)  # full
+    for _ in range(3):
+        first.release(CHUNK)
+        assert not first.try_acquire(CHUNK)  # over its share of 4: no more for it
+        assert second.try_acquire(CHUNK)  # the freed chunk goes to the newcomer
+    assert first.held == 5 * CHUNK and second.held == 3 * CHUNK
+    first.release(CHUNK)
+    assert second.try_acquire(CHUNK)
+    assert first.held == second.held == 4 * CHUNK
+
+
+def test_an_idle_stream_gives_its_share_back() -> None:
+    clock = Clock()
+    dropped: list[str] = []
+    budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)
+    idle = budget.open(lambda: dropped.append("idle"))
+    assert all(idle.try_acquire(CHUNK) for _ in range(4))
+    busy = budget.open(lambda: dropped.append("busy"))
+    assert not busy.try_acquire(CHUNK)
+    clock.now = 6.0  # idle took and consumed nothing for longer than idle_s
+    assert busy.try_acquire(CHUNK)
+    assert dropped == ["idle"] and idle.held == 0 and budget.used == CHUNK
+    assert budget.share() == 4 * CHUNK  # the idle stream no longer counts
+    idle.release(CHUNK)  # a late release of a reclaimed chunk changes nothing
+    assert budget.used == CHUNK
+    idle.close()
+    busy.close()
+    assert budget.used == 0
+
+
+def test_closing_gives_everything_back_and_a_closed_budget_grants_nothing() -> None:
+    budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    a = budget.open(lambda: None)
+    assert a.try_acquire(3 * CHUNK)
+    a.close()
+    assert budget.used == 0
+    budget.close()
+    assert not budget.open(lambda: None).try_acquire(CHUNK)

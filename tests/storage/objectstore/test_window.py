@@ -1,0 +1,80 @@
+"""The read-ahead control law on a fake clock: a consumer and a store simulated step by step.
+
+The store answers any number of GETs in ``latency`` seconds each, unless ``per_get_limit``
+caps how many it serves at once (its bandwidth); the consumer needs ``consume`` seconds per
+chunk. A reader's wait for its next chunk is what the simulation derives from the window.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tierlog.storage.objectstore.window import HOLD_EPOCHS, INITIAL_AHEAD, WindowLaw
+
+CHUNK = 4 * 1024 * 1024
+
+
+def simulate(
+    law: WindowLaw, chunks: int, *, latency: float, consume: float, parallel: int | None = None
+) -> list[int]:
+    """Drive ``law`` through ``chunks`` chunk advances; the window after each."""
+    now = 0.0
+    windows = []
+    for _ in range(chunks):
+        inflight = law.ahead if parallel is None else min(law.ahead, parallel)
+        # a reader consuming faster than ``inflight`` chunks arrive per GET waits for the rest
+        delivery = latency / inflight
+        waited = max(0.0, delivery - consume)
+        now += consume + waited
+        law.got(latency)
+        law.advanced(now, waited)
+        windows.append(law.ahead)
+    return windows
+
+
+def test_a_new_stream_starts_small() -> None:
+    assert WindowLaw(CHUNK, 16).ahead == INITIAL_AHEAD
+    assert WindowLaw(CHUNK, 1).ahead == 1
+    assert WindowLaw(CHUNK, 0).ahead == 0
+
+
+def test_the_window_doubles_while_a_fast_consumer_waits_and_throughput_grows() -> None:
+    law = WindowLaw(CHUNK, 16)
+    windows = simulate(law, 64, latency=0.05, consume=0.0001)
+    assert law.ahead == 16  # the cap: prefetch.max.size
+    grown = sorted(set(windows))
+    assert grown == [2, 4, 8, 16]  # slow start: doublings, no other sizes
+
+
+def test_the_window_stops_growing_where_the_store_stops_giving_more() -> None:
+    # the store serves at most 4 GETs at a time: a window past 4 buys nothing
+    law = WindowLaw(CHUNK, 32)
+    windows = simulate(law, 200, latency=0.05, consume=0.0001, parallel=4)
+    assert max(windows) <= 8  # one doubling past the knee is the probe
+    assert windows[-1] == 4 or windows[-1] == 8
+    assert windows.count(4) > windows.count(8)  # it settles at the knee, probing now and then
+
+
+def test_the_window_shrinks_to_what_a_slow_consumer_drains_per_get() -> None:
+    law = WindowLaw(CHUNK, 16, initial=16)
+    simulate(law, 64, latency=0.05, consume=0.1)  # a chunk per 100 ms against 50 ms GETs
+    assert law.demand() == math.ceil(0.05 / 0.1) + 1 == 2
+    assert law.ahead == 2
+
+
+def test_the_window_follows_the_consumer_down_and_back_up() -> None:
+    law = WindowLaw(CHUNK, 16)
+    simulate(law, 64, latency=0.05, consume=0.0001)
+    assert law.ahead == 16
+    simulate(law, 64, latency=0.05, consume=0.02)  # D = ceil(50 / 20) + 1 = 4
+    assert law.ahead == 4
+    simulate(law, 64 + HOLD_EPOCHS * 16, latency=0.05, consume=0.0001)
+    assert law.ahead == 16
+
+
+def test_a_resumed_law_keeps_the_window_and_the_estimates() -> None:
+    law = WindowLaw(CHUNK, 16)
+    simulate(law, 64, latency=0.05, consume=0.0001)
+    nxt = law.resumed()
+    assert nxt.ahead == 16 and nxt.get_s == law.get_s and nxt.consume_s == law.consume_s
+    assert nxt.window_bytes == 16 * CHUNK
