@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	@test -x .tools/node_modules/.bin/azurite-blob || npm install --silent --no-audit --no-fund --prefix .tools azurite
 	@# s3rver: a fast S3-compatible server for the cold-read benchmark (tests use moto).
 	@test -x .tools/node_modules/.bin/s3rver || npm install --silent --no-audit --no-fund --prefix .tools s3rver
+	@# kafkajs: a transactional producer in the client matrix of the transaction tests.
+	@test -f .tools/node_modules/kafkajs/package.json || npm install --silent --no-audit --no-fund --prefix .tools kafkajs
 	@touch $(STAMP)
 
 run: install

@@ -41,6 +41,14 @@ def batch(
     epoch: int = -1,
     seq: int = -1,
     tag: int = 0,
+    transactional: bool = False,
 ) -> bytes:
     recs = [SimpleRecord(bytes([65 + (tag + i) % 26]) * value_size, b"k%d" % i) for i in range(n)]
-    return build_batch(recs, timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    return build_batch(
+        recs,
+        timestamp=ts,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=transactional,
+    )

@@ -111,25 +111,6 @@ def test_producer_last_batch_is_kept_empty_so_its_sequence_continues(
     assert not res.duplicate and res.base_offset == 2
 
 
-def test_transactional_batches_are_left_untouched(
-    make_manager: ManagerFactory, clock: ManualClock
-) -> None:
-    from tierlog.log.cleaner.cleaner import CleanerStats
-    from tierlog.log.cleaner.transactions import TransactionPolicy
-    from tierlog.protocol.records import SimpleRecord, build_batch, read_header
-
-    _, worker = make_cleaner([], clock)
-    worker.offset_map.put(b"a", 10)
-    worker.offset_map.latest_offset = 10
-    txn = build_batch([SimpleRecord(b"old", b"a")], base_offset=3, transactional=True)
-    plain = build_batch([SimpleRecord(b"old", b"a")], base_offset=4)
-    producers: dict[int, int] = {}
-    args = (TransactionPolicy(), producers, clock.now, 0, CleanerStats())
-    kept = worker._filter_batch(read_header(txn), txn, *args)
-    assert kept is not None and kept[1] == txn
-    assert worker._filter_batch(read_header(plain), plain, *args) is None
-
-
 def test_corrupt_segment_marks_partition_uncleanable_and_keeps_serving(
     make_manager: ManagerFactory, clock: ManualClock
 ) -> None:

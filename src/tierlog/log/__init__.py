@@ -15,7 +15,10 @@ Additions to the contract (compatible, all optional):
   the caller (``AppendResult.flush_offset``, ``PartitionLog.flush_to``, run on
   ``LogManager.flush_to``'s pool).
 * ``PartitionLog.is_remote_offset(offset)``: only remote storage holds ``offset``.
-* ``SegmentInfo.txn_index_path`` may not exist (no transactions yet).
+* ``SegmentInfo.txn_index_path`` may not exist (no abort marker in that segment).
+* Transactions: ``PartitionLog.append_txn_marker`` (WriteTxnMarkers), ``last_stable_offset``,
+  ``read(..., upper_bound="lso")``, ``aborted_txns_in`` / ``collect_aborted_txns`` (the
+  ``.txnindex`` entries a read_committed fetch returns), ``has_ongoing_txn`` (KIP-890).
 * Log compaction (``tierlog.log.cleaner``): ``LogManager.start_cleaner(CleanerConfig)``
   starts the cleaner threads the manager owns (``shutdown`` stops them first),
   ``LogManager.logs_by_dir()``; ``PartitionLog.replace_segments`` swaps a cleaned segment in

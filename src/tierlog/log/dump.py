@@ -30,6 +30,7 @@ from tierlog.protocol.records import (
     iter_records,
     scan_valid_prefix,
 )
+from tierlog.protocol.txn_markers import TxnSchemaError, control_record_type, decode_marker
 
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _OFFSET_ENTRY = struct.Struct(">II")  # relative offset, position
@@ -110,6 +111,17 @@ def _describe(h: BatchHeader) -> str:
     )
 
 
+def _marker(h: BatchHeader, key: bytes | None, value: bytes | None) -> str:
+    """Kafka's DumpLogSegments suffix of a transaction marker record."""
+    if not h.is_control:
+        return ""
+    try:
+        marker = decode_marker(key, value)
+    except TxnSchemaError:
+        return f" controlType: {control_record_type(key)}"
+    return f" endTxnMarker: {marker.type.name} coordinatorEpoch: {marker.coordinator_epoch}"
+
+
 def _gap(expected: int | None, offset: int) -> Iterator[str]:
     """The offsets a compacted log no longer holds between two records or batches."""
     if expected is not None and offset > expected:
@@ -139,7 +151,7 @@ def _dump_log(path: Path, deep: bool) -> Iterator[str]:
                     f"| offset: {r.offset} {'LogAppendTime' if h.attributes & 8 else 'CreateTime'}"
                     f": {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} "
                     f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
-                    f"headerKeys: [{keys}]"
+                    f"headerKeys: [{keys}]{_marker(h, r.key, r.value)}"
                 )
         except (RecordsError, ValueError, struct.error) as exc:
             yield f"| records could not be decoded: {exc}"

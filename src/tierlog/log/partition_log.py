@@ -4,9 +4,12 @@ Offsets kept here (spec §1.1):
 
 * ``log_start_offset``: first offset visible to clients, across both tiers;
 * ``local_log_start_offset``: first offset held locally, always >= ``log_start_offset``;
-* ``log_end_offset`` (LEO): next offset to assign; in single-node mode (no replicas, no
-  transactions) the high watermark equals it, except that an append whose ``flush.messages``
-  fsync is deferred holds it at that append's first offset until the fsync is done;
+* ``log_end_offset`` (LEO): next offset to assign; in single-node mode (no replicas) the
+  high watermark equals it, except that an append whose ``flush.messages`` fsync is
+  deferred holds it at that append's first offset until the fsync is done;
+* ``last_stable_offset`` (LSO): the first offset of the earliest transaction still open (or
+  completed with its marker not yet below the HW), else the HW; read_committed reads stop
+  there;
 * ``highest_offset_in_remote_storage``: last offset known uploaded, -1 until then, never
   decreasing;
 * ``recovery_point``: everything below it is fsynced and was validated, so recovery after a
@@ -52,21 +55,30 @@ from tierlog.log.names import (
     offset_from_file_name,
 )
 from tierlog.log.producer_state import (
+    CompletedTxn,
     ProducerEntry,
     ProducerStateError,
     ProducerStateManager,
 )
 from tierlog.log.segment import BatchInfo, LogSegment
+from tierlog.log.txn_index import AbortedTxn, collect_aborted
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import (
     RECORDS_OFFSET,
     BatchHeader,
     RecordsError,
+    next_offset_after,
     scan_batches,
     set_base_offset,
     set_log_append_time_split,
     set_partition_leader_epoch,
     validate_client_batch,
+)
+from tierlog.protocol.txn_markers import (
+    ControlRecordType,
+    EndTxnMarker,
+    build_marker_batch,
+    marker_of_batch,
 )
 
 log = logging.getLogger(__name__)
@@ -127,7 +139,7 @@ class SegmentInfo:
     offset_index_path: Path
     time_index_path: Path
     txn_index_path: Path
-    """May not exist: tierlog writes no transaction index entries yet."""
+    """May not exist: created by the first abort marker in the segment."""
     is_active: bool
 
     @property
@@ -216,9 +228,15 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """The HW: with no transactions nothing below it is unstable, and the LSO never
-        exceeds the HW (Kafka's invariant), also while a deferred flush holds the HW back."""
-        return self.high_watermark
+        """The first unstable offset (clamped to the log start) if below the HW, else the HW:
+        the LSO never exceeds the HW (Kafka's invariant), also while a deferred flush holds
+        the HW back."""
+        with self._lock:
+            hw = self.high_watermark
+            first = self.producer_state.first_unstable_offset(hw)
+            if first is None:
+                return hw
+            return min(max(first, self.log_start_offset), hw)
 
     @property
     def replicated(self) -> bool:
@@ -248,8 +266,11 @@ class PartitionLog:
         else:
             recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
             log.info("%s: unclean shutdown, recovering from offset %d", self.tp, recovery_point)
+        reindex_from = None
         if self._check_flushed_segments(recover_from):
             self._recover_segments_from(recover_from)
+            if recover_from < len(self._segments):
+                reindex_from = self._segments[recover_from].base_offset
         for i, seg in enumerate(self._segments[:-1]):
             seg.next_offset = max(seg.next_offset, self._segments[i + 1].base_offset)
         active = self._segments[-1]
@@ -265,7 +286,7 @@ class PartitionLog:
         self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state(leo)
+        self._rebuild_producer_state(leo, reindex_from)
 
     def _remove_stray_files(self) -> None:
         """Files of interrupted operations, and indexes whose segment is gone; a cleaner
@@ -353,25 +374,41 @@ class PartitionLog:
         del self._segments[index + 1 :]
         self._bases = [s.base_offset for s in self._segments]
 
-    def _rebuild_producer_state(self, leo: int) -> None:
+    def _rebuild_producer_state(self, leo: int, reindex_from: int | None = None) -> None:
+        """Producer state from the latest snapshot plus the batches after it. With
+        ``reindex_from`` (an unclean recovery from that segment base) replay starts at or
+        before it and rewrites the transaction indexes of the segments from there."""
         ps = self.producer_state
-        snap = ps.load_latest_snapshot(leo)
+        limit = leo if reindex_from is None else reindex_from
+        snap = ps.load_latest_snapshot(limit, keep_above=reindex_from is not None)
         start = snap if snap is not None else self.local_log_start_offset
         start = max(start, self.local_log_start_offset)
         if snap is None or snap < start:
             ps.clear(start)
+        if reindex_from is not None:
+            for seg in self._segments:
+                if seg.base_offset >= reindex_from:
+                    seg.txn_index.reset()
         if start < leo:
-            for h in self._iter_headers_from(start):
-                ps.replay(h)
+            for seg, h in self._iter_headers_from(start):
+                done = ps.replay(h, self._marker_in(seg, h))
+                if reindex_from is not None and seg.base_offset >= reindex_from:
+                    _index_aborted(seg, done)
         ps.last_map_offset = leo
 
-    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:
         idx = max(0, bisect.bisect_right(self._bases, offset) - 1)
         for seg in self._segments[idx:]:
             start = seg.offset_index.lookup(offset).position if seg.base_offset <= offset else 0
             for h in seg.iter_batches(start):
                 if h.last_offset >= offset:
-                    yield h
+                    yield seg, h
+
+    @staticmethod
+    def _marker_in(seg: LogSegment, h: BatchHeader) -> EndTxnMarker | None:
+        if not h.is_control or h.producer_id < 0:
+            return None
+        return marker_of_batch(seg.read_batch(h), h._replace(position=0))
 
     # -- append --------------------------------------------------------------------------
 
@@ -429,6 +466,84 @@ class PartitionLog:
                 self.log_start_offset,
                 records_count=out.records,
                 size=total,
+                flush_offset=flush_offset,
+            )
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """A copy of every producer's state here (DescribeProducers)."""
+        with self._lock:
+            return [e.clone() for e in self.producer_state.producers.values()]
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        """The producer has a transaction open here (KIP-890: no verification needed)."""
+        with self._lock:
+            return self.producer_state.has_ongoing_txn(producer_id)
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        committed: bool,
+        leader_epoch: int,
+        defer_flush: bool = False,
+        strict_epoch: bool = False,
+    ) -> AppendResult:
+        """Append the COMMIT or ABORT marker of WriteTxnMarkers (Kafka's origin COORDINATOR).
+
+        Refused with INVALID_PRODUCER_EPOCH below the producer's epoch and
+        TRANSACTION_COORDINATOR_FENCED below the coordinator epoch last seen; nothing is
+        appended then. The transaction it ends, if one is open, leaves the ongoing set; an
+        aborted one is indexed in the ``.txnindex`` of the segment the marker lands in.
+        ``defer_flush`` as ``append_as_leader``; ``strict_epoch`` as
+        ``ProducerStateManager.check_marker``.
+        """
+        kind = ControlRecordType.COMMIT if committed else ControlRecordType.ABORT
+        with self._lock:
+            ps = self.producer_state
+            try:
+                ps.check_marker(
+                    producer_id, producer_epoch, coordinator_epoch, strict_epoch=strict_epoch
+                )
+            except ProducerStateError as exc:
+                raise LogAppendError(exc.code, str(exc)) from exc
+            now = self._clock()
+            base_offset = self.log_end_offset
+            batch = build_marker_batch(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                marker=EndTxnMarker(kind, coordinator_epoch),
+                base_offset=base_offset,
+                timestamp_ms=now,
+                partition_leader_epoch=leader_epoch,
+            )
+            out = _StampedBatches(
+                [batch], [BatchInfo(len(batch), base_offset, now)], 1, now, base_offset + 1
+            )
+            written_at = self._write_locked(out, len(batch), now)
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, base_offset, durable=False)
+            completed = ps.complete_txn(
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                committed=committed,
+                marker_offset=base_offset,
+                timestamp=now,
+            )
+            _index_aborted(self.active_segment, completed)
+            ps.first_unstable_offset(self.high_watermark)  # forgets what is replicated
+            flush_offset = self._count_unflushed_locked(
+                1, base_offset, out.next_offset, written_at, defer_flush
+            )
+            return AppendResult(
+                base_offset,
+                base_offset,
+                -1,
+                self.log_start_offset,
+                records_count=1,
+                size=len(batch),
                 flush_offset=flush_offset,
             )
 
@@ -579,12 +694,15 @@ class PartitionLog:
             )
             written_at = self._write_locked(out, total, now)
             cache = self.leader_epoch_cache
+            active = self.active_segment
             for h in headers:
                 latest = cache.latest_epoch()
                 epoch = h.partition_leader_epoch
                 if epoch >= 0 and (latest is None or epoch > latest):
                     cache.assign(epoch, h.base_offset, durable=False)
-                self.producer_state.replay(h)
+                marker = marker_of_batch(view, h) if h.is_control else None
+                _index_aborted(active, self.producer_state.replay(h, marker))
+            self.producer_state.first_unstable_offset(self.high_watermark)
             self.producer_state.last_map_offset = out.next_offset
             self._count_unflushed_locked(
                 out.records, headers[0].base_offset, out.next_offset, written_at, False
@@ -617,6 +735,7 @@ class PartitionLog:
                 first = seg.translate_offset(offset, seg.size)
                 if first is not None:
                     seg.truncate_at(first.position)
+                    seg.txn_index.truncate_to(first.base_offset)
                 if not seg.offset_index.writable:
                     seg.make_active(self.config)
             leo = self.log_end_offset
@@ -829,8 +948,9 @@ class PartitionLog:
 
         ``min_one_message`` returns the first batch even when it alone exceeds ``max_bytes``
         (Kafka's rule that keeps a consumer from stalling on a large batch). ``"leo"`` reads
-        up to the log end (a follower's fetch); ``"hw"`` and ``"lso"`` stop at the high
-        watermark (no transactions: they are the same).
+        up to the log end (a follower's fetch); ``"hw"`` stops at the high watermark and
+        ``"lso"`` at the last stable offset (read_committed), which is always a batch
+        boundary since a transaction starts at a batch's base offset.
         """
         with self._lock:
             segments = list(self._segments)
@@ -842,6 +962,11 @@ class PartitionLog:
                 if self._hw_cap is not None:
                     end = (self._hw_cap.segment_base, self._hw_cap.position)
                 readable_end = self.high_watermark
+                if upper_bound == "lso":
+                    lso = self.last_stable_offset
+                    if lso < readable_end:
+                        readable_end = lso
+                        end = min(end, _position_of(segments, bases, lso))
             local_start = self.local_log_start_offset
             log_start = self.log_start_offset
             replicated_end = self._replicated_hw is not None and readable_end < leo
@@ -864,6 +989,33 @@ class PartitionLog:
                     return FetchData([], 0, first.base_offset)
                 return FetchData([data], len(data), first.base_offset)
         return FetchData([], 0)
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound: int, *, from_start: bool = False
+    ) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` from the
+        transaction indexes of the segment holding ``fetch_offset`` and the later ones
+        (``from_start``: of every local segment, for a read that began in remote storage),
+        and whether the search is complete (Kafka's ``collectAbortedTransactions``)."""
+        with self._lock:
+            segments = list(self._segments)
+            bases = list(self._bases)
+        first = 0 if from_start else max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        out: list[AbortedTxn] = []
+        for seg in segments[first:]:
+            if collect_aborted(seg.txn_index.entries, fetch_offset, upper_bound, out):
+                return out, True
+        return out, False
+
+    def aborted_txns_in(self, fetch_offset: int, data: FetchData) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed consumer needs to filter ``data``, read
+        from ``fetch_offset``: those overlapping it up to its last batch's end."""
+        upper = None
+        for chunk in data.chunks:
+            upper = next_offset_after(chunk) or upper
+        if upper is None:
+            return []
+        return self.collect_aborted_txns(fetch_offset, upper)[0]
 
     def is_remote_offset(self, offset: int) -> bool:
         """True if ``offset`` is visible to clients but no longer held locally
@@ -1098,10 +1250,10 @@ class PartitionLog:
                 start = max(snap, start)
             else:
                 rebuilt.clear(start)
-            for h in self._iter_headers_from(start):
+            for seg, h in self._iter_headers_from(start):
                 if h.base_offset >= next_base_offset:
                     break
-                rebuilt.replay(h)
+                rebuilt.replay(h, self._marker_in(seg, h))
             rebuilt.last_map_offset = next_base_offset
             return rebuilt.take_snapshot()
 
@@ -1190,6 +1342,19 @@ class PartitionLog:
             for p in self.dir.iterdir():
                 p.unlink(missing_ok=True)
             os.rmdir(self.dir)
+
+
+def _index_aborted(seg: LogSegment, completed: CompletedTxn | None) -> None:
+    """Record an aborted transaction in the index of the segment its marker is in."""
+    if completed is not None and completed.aborted:
+        seg.txn_index.append(
+            AbortedTxn(
+                completed.producer_id,
+                completed.first_offset,
+                completed.marker_offset,
+                completed.last_stable_offset,
+            )
+        )
 
 
 def _position_of(segments: list[LogSegment], bases: list[int], offset: int) -> tuple[int, int]:

@@ -7,7 +7,24 @@ them for exactly-once delivery:
   range match one of them is a duplicate and is answered with the original offsets.
 * A lower epoch than the producer's current one is fenced (INVALID_PRODUCER_EPOCH).
 * In the same epoch the first sequence must follow the last one (wrapping at int32 max);
-  a new epoch must start at sequence 0; an unknown producer may start anywhere.
+  a new epoch must start at sequence 0, and so must a producer whose batches a marker of a
+  new epoch forgot; an unknown producer may start anywhere.
+
+Transactions (KIP-98), as Kafka's ProducerAppendInfo:
+
+* The first transactional batch of a producer opens its transaction at that batch's base
+  offset (``current_txn_first_offset``); ``ongoing`` maps each producer with an open
+  transaction to that offset, so the first unstable offset is its minimum.
+* A non-transactional batch while the producer's transaction is open is INVALID_TXN_STATE.
+* A marker (COMMIT/ABORT control batch) with an epoch below the producer's is
+  INVALID_PRODUCER_EPOCH, with a coordinator epoch below the one last seen
+  TRANSACTION_COORDINATOR_FENCED. It closes the open transaction (a ``CompletedTxn``; none
+  when nothing was open), takes the marker's epochs, and forgets the cached batches when the
+  epoch changed, so the next write starts at sequence 0.
+* A completed transaction stays unstable until its marker is below the high watermark
+  (``unreplicated``): a reader must not see the outcome before it is replicated.
+* An aborted transaction is indexed with the LSO at that time: the first offset of the
+  earliest transaction of another producer still open, else the marker's offset + 1.
 
 Snapshots use Kafka's version-1 layout: version i16, CRC32C u32 over everything after the
 CRC, then an int32-counted array of 46-byte entries (producer id i64, epoch i16, last sequence
@@ -30,6 +47,7 @@ from tierlog.fsutil import atomic_write
 from tierlog.log.names import SNAPSHOT_SUFFIX, offset_file_name, offset_from_file_name
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import NO_SEQUENCE, BatchHeader, increment_sequence
+from tierlog.protocol.txn_markers import EndTxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +57,18 @@ _MAX_INT32 = 2**31 - 1
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: ``last_stable_offset`` is what the ``.txnindex`` entry
+    of an aborted one records."""
+
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+    aborted: bool
+    last_stable_offset: int
 
 
 class ProducerStateError(Exception):
@@ -111,6 +141,11 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.last_map_offset = 0
         """Next offset whose batch is not yet reflected in ``producers``."""
+        self.ongoing: dict[int, int] = {}
+        """Producer id -> first offset of its open transaction."""
+        self.unreplicated: list[CompletedTxn] = []
+        """Completed transactions whose marker may still be at or above the high watermark,
+        in marker order."""
 
     # -- validation and update --------------------------------------------------------
 
@@ -146,19 +181,119 @@ class ProducerStateManager:
                     f"new epoch {epoch} of producer {pid} must start at sequence 0, "
                     f"got {first_seq}",
                 )
-        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
+        elif not _in_sequence(entry.last_seq, first_seq) and (
+            entry.batches or entry.producer_epoch != -1
+        ):
             raise ProducerStateError(
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow "
                 f"{entry.last_seq}",
             )
+        if not header.is_transactional and entry.current_txn_first_offset >= 0:
+            raise ProducerStateError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {pid} sent a non-transactional batch while its transaction "
+                f"from offset {entry.current_txn_first_offset} is open",
+            )
         return entry
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        return producer_id in self.ongoing
+
+    def check_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        strict_epoch: bool = False,
+    ) -> None:
+        """Refuse a marker from a fenced coordinator or for a stale producer epoch.
+
+        ``strict_epoch`` (transaction version 2, whose every EndTxn bumps the epoch): the
+        marker's epoch must exceed the producer's, except an equal one with no transaction
+        open, which is a retry of a marker already written."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        stale = producer_epoch < entry.producer_epoch
+        if strict_epoch and producer_epoch == entry.producer_epoch:
+            stale = producer_id in self.ongoing
+        if stale:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {producer_epoch} of producer {producer_id} is older than "
+                f"{entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
+
+    def complete_txn(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        committed: bool,
+        marker_offset: int,
+        timestamp: int,
+    ) -> CompletedTxn | None:
+        """Apply a marker at ``marker_offset`` (validated, or replayed from the log): the
+        producer's open transaction, if any, is completed."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, producer_epoch)
+            self.producers[producer_id] = entry
+        completed = None
+        first = self.ongoing.pop(producer_id, None)
+        if first is not None:
+            completed = CompletedTxn(
+                producer_id,
+                first,
+                marker_offset,
+                not committed,
+                self._index_lso(producer_id, marker_offset),
+            )
+            self.unreplicated.append(completed)
+        if producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = timestamp
+        self.last_map_offset = marker_offset + 1
+        return completed
+
+    def _index_lso(self, producer_id: int, marker_offset: int) -> int:
+        others = [first for pid, first in self.ongoing.items() if pid != producer_id]
+        return min(others) if others else marker_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset a read_committed consumer may not pass: the earliest open
+        transaction, or a completed one whose marker is not yet below ``high_watermark``.
+        Completed transactions below it are forgotten here (the log also calls it after each
+        marker, so they never pile up on a partition nobody reads)."""
+        unrep = self.unreplicated
+        if not unrep and not self.ongoing:
+            return None
+        if unrep and unrep[0].marker_offset < high_watermark:
+            self.unreplicated = unrep = [t for t in unrep if t.marker_offset >= high_watermark]
+        firsts = [t.first_offset for t in unrep]
+        if self.ongoing:
+            firsts.append(min(self.ongoing.values()))
+        return min(firsts) if firsts else None
 
     @staticmethod
     def stage_batch(entry: ProducerEntry, header: BatchHeader, last_offset: int, ts: int) -> None:
         if header.producer_epoch != entry.producer_epoch:
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = last_offset - header.last_offset_delta
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(
@@ -173,17 +308,38 @@ class ProducerStateManager:
 
     def commit(self, staged: dict[int, ProducerEntry], next_offset: int) -> None:
         self.producers.update(staged)
+        for pid, entry in staged.items():
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing[pid] = entry.current_txn_first_offset
         self.last_map_offset = next_offset
 
-    def replay(self, header: BatchHeader) -> None:
-        """Rebuild state from a batch already in the log (recovery); no validation."""
-        if header.producer_id >= 0 and not header.is_control:
-            entry = self.producers.get(header.producer_id)
+    def replay(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Rebuild state from a batch already in the log (recovery, a follower's append); no
+        validation. ``marker`` is what a control batch carries; the transaction it completes
+        is returned, for the caller to index."""
+        pid = header.producer_id
+        completed = None
+        if pid >= 0 and not header.is_control:
+            entry = self.producers.get(pid)
             if entry is None:
-                entry = ProducerEntry(header.producer_id, header.producer_epoch)
-                self.producers[header.producer_id] = entry
+                entry = ProducerEntry(pid, header.producer_epoch)
+                self.producers[pid] = entry
             self.stage_batch(entry, header, header.last_offset, header.max_timestamp)
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing[pid] = entry.current_txn_first_offset
+        elif pid >= 0 and marker is not None:
+            completed = self.complete_txn(
+                pid,
+                header.producer_epoch,
+                marker.coordinator_epoch,
+                committed=marker.committed,
+                marker_offset=header.base_offset,
+                timestamp=header.max_timestamp,
+            )
         self.last_map_offset = header.next_offset
+        return completed
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         expired = [
@@ -203,7 +359,18 @@ class ProducerStateManager:
 
     def clear(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated = []
         self.last_map_offset = offset
+
+    def _set_producers(self, entries: Iterable[ProducerEntry]) -> None:
+        self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {
+            e.producer_id: e.current_txn_first_offset
+            for e in self.producers.values()
+            if e.current_txn_first_offset >= 0
+        }
+        self.unreplicated = []
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -224,16 +391,18 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         return sorted(offset_from_file_name(p) for p in self.log_dir.glob("*" + SNAPSHOT_SUFFIX))
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, *, keep_above: bool = False) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
 
-        Snapshots above ``max_offset`` describe data the log no longer has and are deleted;
+        Snapshots above ``max_offset`` describe data the log no longer has and are deleted
+        (kept with ``keep_above``: recovery replays from an older one over data still there);
         corrupt ones are deleted too and the next older one is tried.
         """
         for offset in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(offset)
             if offset > max_offset:
-                path.unlink(missing_ok=True)
+                if not keep_above:
+                    path.unlink(missing_ok=True)
                 continue
             try:
                 entries = decode_snapshot(path.read_bytes())
@@ -241,10 +410,10 @@ class ProducerStateManager:
                 log.warning("deleting corrupt producer snapshot %s: %s", path, exc)
                 path.unlink(missing_ok=True)
                 continue
-            self.producers = {e.producer_id: e for e in entries}
+            self._set_producers(entries)
             self.last_map_offset = offset
             return offset
-        self.producers = {}
+        self._set_producers(())
         return None
 
     def delete_snapshots_below(self, offset: int) -> None:

@@ -28,6 +28,7 @@ from tierlog.log.names import (
     TXN_INDEX_SUFFIX,
     offset_file_name,
 )
+from tierlog.log.txn_index import TransactionIndex
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import (
     LOG_OVERHEAD,
@@ -68,6 +69,7 @@ class LogSegment:
         self.index_path = directory / offset_file_name(base_offset, INDEX_SUFFIX)
         self.time_index_path = directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX)
         self.txn_index_path = directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(self.txn_index_path)
         self.max_index_size = config.segment_index_bytes
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -266,6 +268,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -297,6 +300,10 @@ class LogSegment:
                 yield h._replace(position=pos + off)
                 off += h.size
             pos += off
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        """The bytes of one batch found by ``iter_batches`` (a control batch to decode)."""
+        return os.pread(self.fd, header.size, header.position)
 
     def translate_offset(self, offset: int, max_position: int) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (it may start before it)."""

@@ -629,3 +629,18 @@ def build_batch(
     out[RECORDS_OFFSET:] = payload
     _U32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, size))
     return bytes(out)
+
+
+def next_offset_after(buf: Buffer) -> int | None:
+    """The offset after the last whole batch in ``buf`` (which starts at a batch), walking
+    length fields and reading one header; None when ``buf`` holds no whole batch."""
+    pos = 0
+    last = -1
+    limit = len(buf)
+    while limit - pos >= LOG_OVERHEAD:
+        size = batch_size_at(buf, pos)
+        if size < RECORDS_OFFSET or pos + size > limit:
+            break
+        last = pos
+        pos += size
+    return None if last < 0 else read_header(buf, last).next_offset

@@ -2,7 +2,9 @@
 
 Start order: log recovery, topics, tiered storage (its metadata topic must be readable
 before any tiered partition is served), group coordinator, codec warm-up, metrics endpoint,
-then the listener (so a client never reaches a half-initialised broker). Shutdown runs in
+then the listener (so a client never reaches a half-initialised broker), then the transaction
+coordinator (its markers go to this listener; its APIs answer COORDINATOR_LOAD_IN_PROGRESS
+until it is loaded). Shutdown runs in
 reverse: stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait),
 stop the coordinator and the remote log manager, then flush logs and write checkpoints and the
 clean-shutdown marker.
@@ -43,6 +45,7 @@ from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
 from tierlog.server.topics import TopicManager
+from tierlog.server.txn_wiring import close_transactions, start_transactions
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,7 @@ class Broker:
         self.state = state
         register_all(router, state)
         await self._join_cluster(state)
+        await start_transactions(state)
         self._start_background_tasks(logs)
         log.info(
             "tierlog broker %d serving %s:%d (cluster %s)",
@@ -227,6 +231,7 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if state is not None:
+            await close_transactions(state)
             await state.groups.close()
             state.fetch_sessions.close()
             if state.tiering is not None:

@@ -6,7 +6,7 @@ brokers in one process and every dependency of a handler is visible in one place
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tierlog.config.broker import BrokerConfig
@@ -16,10 +16,12 @@ from tierlog.server.group import GroupCoordinator
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.topics import TopicManager
+from tierlog.server.txn_partition_hooks import AllowAllVerifier, TxnMarkerListener, TxnVerifier
 
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
     from tierlog.server.tiering import Tiering
+    from tierlog.server.txn.coordinator import TxnCoordinator
 
 #: Single-node mode: this broker leads every partition at this epoch.
 LEADER_EPOCH = 0
@@ -42,6 +44,12 @@ class BrokerState:
     tiering: Tiering | None = None
     #: Cluster mode's replication layer (leaders, ISR, acks=all); None in single-node mode.
     replication: ReplicaManager | None = None
+    #: The transaction coordinator; None until it is built (it needs the listener).
+    txn: TxnCoordinator | None = None
+    #: KIP-890 verification of transactional produce; the coordinator replaces the default.
+    txn_verifier: TxnVerifier = field(default_factory=AllowAllVerifier)
+    #: Told of each transaction marker written here (the group coordinator's offsets).
+    txn_marker_listener: TxnMarkerListener | None = None
     shutting_down: bool = False
 
     @property

@@ -9,9 +9,10 @@ records sections (the input itself when no batch is compressed, else the inflate
 joined), and Arrow's `take` compacts them in C++.
 bench/bench_spark.py holds the figures that chose this over aiokafka's reader.
 
-Semantics follow Spark's Kafka source with `isolation.level=read_uncommitted`: control
-batches are skipped (their offsets are gaps), records of aborted transactions are kept,
-and a row exists for every data record whose offset is in [start, end).
+Semantics follow Spark's Kafka source: control batches are skipped (their offsets are
+gaps), and a row exists for every data record whose offset is in [start, end), except with
+`isolation.level=read_committed`, where an `AbortedTxnFilter` drops the batches of aborted
+transactions (those offsets are gaps too).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow as pa
 from crc32c import crc32c
 
 from tierlog.spark import codecs
+from tierlog.spark.aborted import AbortedTxnFilter
 from tierlog.spark.schema import HEADER_TYPE, arrow_schema
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -189,6 +191,15 @@ def _headers(
     return pa.ListArray.from_arrays(pa.array(list_offsets), entries, mask=mask)
 
 
+def _left_out(
+    view: memoryview, pos: int, size: int, pid: int, attr: int, aborted: AbortedTxnFilter | None
+) -> bool:
+    """A control batch, or (read_committed) a batch of an aborted transaction."""
+    if aborted is None:
+        return bool(attr & _CONTROL)
+    return aborted.drops(view[pos : pos + size], pid, attr)
+
+
 def decode_batches(
     data: bytes | bytearray | memoryview,
     *,
@@ -198,6 +209,7 @@ def decode_batches(
     end: int,
     include_headers: bool,
     verify_crc: bool = True,
+    aborted: AbortedTxnFilter | None = None,
 ) -> Decoded:
     """Decode the whole batches at the front of `data` into rows with offsets in [start, end).
 
@@ -226,7 +238,7 @@ def decode_batches(
             last_delta,
             first_ts,
             last_ts,
-            _pid,
+            pid,
             _pep,
             _seq,
             count,
@@ -242,7 +254,7 @@ def decode_batches(
             next_offset = base
             break
         next_offset = base + last_delta + 1
-        if next_offset <= start or attr & _CONTROL:
+        if next_offset <= start or _left_out(view, pos, size, pid, attr, aborted):
             pos += size
             continue
         if verify_crc and crc32c(view[pos + _CRC_START : pos + size]) != crc:

@@ -16,9 +16,10 @@ the same answer worked out from the segments (`timestamps`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.spark.bucket import bucket_catalog
 from tierlog.spark.options import (
     EARLIEST,
@@ -44,7 +45,7 @@ from tierlog.spark.planning import (
     split_large_segments,
 )
 from tierlog.spark.reader import DataLossError
-from tierlog.spark.segments import RsmSpec, offset_index, scan_log_dir
+from tierlog.spark.segments import RsmSpec, aborted_txns, offset_index, scan_log_dir
 from tierlog.spark.timestamps import offsets_for_timestamps
 from tierlog.spark.wire import BrokerClient, TopicInfo
 
@@ -172,6 +173,47 @@ def plan_slices(
     return slices
 
 
+def attach_aborted(
+    slices: Sequence[Slice], views: Mapping[TP, PartitionView], client: BrokerClient | None
+) -> list[Slice]:
+    """read_committed: give each cold slice the aborted transactions it must drop.
+
+    Kafka's collection for a remote read, done once per partition by the driver: the
+    transaction indexes of the cold segments, then (with a broker) the aborted transactions
+    whose data lies in those segments but whose ABORT marker is still only local, which a
+    read_committed Fetch at the first offset after them returns. Without a broker an abort
+    whose marker has not reached the remote tier cannot be known.
+    """
+    out: list[Slice] = []
+    known: dict[TP, tuple[list[AbortedTxn], list[tuple[int, int]]]] = {}
+    for s in slices:
+        if s.segment is None:
+            out.append(s)
+            continue
+        if s.tp not in known:
+            known[s.tp] = _cold_aborted(views[s.tp], client)
+        indexed, beyond = known[s.tp]
+        pairs = [
+            (t.producer_id, t.first_offset)
+            for t in indexed
+            if t.last_offset >= s.start and t.first_offset < s.end
+        ]
+        pairs += [(pid, first) for pid, first in beyond if first < s.end]
+        out.append(replace(s, aborted=tuple(dict.fromkeys(pairs))))
+    return out
+
+
+def _cold_aborted(
+    view: PartitionView, client: BrokerClient | None
+) -> tuple[list[AbortedTxn], list[tuple[int, int]]]:
+    indexed = [t for seg in view.segments for t in aborted_txns(seg.ref)]
+    beyond: list[tuple[int, int]] = []
+    after = max((seg.last + 1 for seg in view.segments), default=None)
+    if client is not None and after is not None and after < view.high_watermark:
+        beyond = list(client.fetch(view.tp, after, max_bytes=1, read_committed=True).aborted)
+    return indexed, beyond
+
+
 class Catalog:
     """One planning session's view of the cluster (or of a log directory)."""
 
@@ -242,7 +284,9 @@ class Catalog:
         available = [(n, p) for n, t in topics.items() for p in t.leaders]
         tps = select_partitions(self.opts.subscription, available)
         earliest = client.list_offsets(dict.fromkeys(tps, EARLIEST))
-        latest = client.list_offsets(dict.fromkeys(tps, LATEST))
+        latest = client.list_offsets(
+            dict.fromkeys(tps, LATEST), read_committed=self.opts.read_committed
+        )
         remote: dict[TP, list[ColdSegment]] = {}
         if self.opts.remote_reads and self._remote_catalog is not None:
             remote = self._remote_catalog(client, self.opts, topics)
@@ -257,7 +301,10 @@ class Catalog:
         """ListOffsets by timestamp: the broker's, or worked out from the segments the
         bucket (or log directory) holds, with the same meaning."""
         if self.client is not None:
-            return self.client.list_offsets
+            client = self.client
+            return lambda queries: client.list_offsets(
+                queries, read_committed=self.opts.read_committed
+            )
         segments = {tp: v.segments for tp, v in views.items()}
         return lambda queries: offsets_for_timestamps(segments, queries)
 
@@ -267,7 +314,10 @@ class Catalog:
     def plan(
         self, views: Mapping[TP, PartitionView], starts: Mapping[TP, int], ends: Mapping[TP, int]
     ) -> list[Slice]:
-        return plan_slices(views, starts, ends, self.opts, broker=self.client is not None)
+        slices = plan_slices(views, starts, ends, self.opts, broker=self.client is not None)
+        if self.opts.read_committed:
+            slices = attach_aborted(slices, views, self.client)
+        return slices
 
 
 def timestamp_bound_used(opts: SourceOptions) -> bool:

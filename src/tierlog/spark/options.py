@@ -108,6 +108,9 @@ class SourceOptions:
     # where the driver learns what exists: the broker, the bucket's manifests, or the
     # broker unless it cannot be reached and a storage plugin is configured ("auto")
     catalog: str = "auto"
+    # Spark's `kafka.isolation.level`: read_committed stops at the LSO and drops the records
+    # of aborted transactions, on the broker path and straight from the bucket
+    read_committed: bool = False
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -286,6 +289,12 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
             f"option '{CATALOG}=bucket' needs the storage plugin: set "
             f"'{RSM_CONFIG_PREFIX}storage.url' (and credentials or keys as needed)"
         )
+    isolation = kafka_params.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_committed", "read_uncommitted"):
+        raise OptionError(
+            "option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
+            f"got '{isolation}'"
+        )
     return SourceOptions(
         subscription=_subscription(opts),
         starting=starting,
@@ -303,4 +312,5 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         remote_reads=_bool(opts, REMOTE_READS, True),
         split_bytes=_positive(opts, SPLIT_BYTES) or DEFAULT_SPLIT_BYTES,
         catalog=catalog,
+        read_committed=isolation == "read_committed",
     )

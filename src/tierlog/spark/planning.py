@@ -52,6 +52,9 @@ class Slice:
     segment: ColdSegment | None = None
     position: int = -1
     end_position: int = -1
+    aborted: tuple[tuple[int, int], ...] = ()
+    """read_committed, cold slices: (producer id, first offset) of the aborted transactions
+    overlapping the slice whose ABORT marker is at or after its start."""
 
     @property
     def size(self) -> int:

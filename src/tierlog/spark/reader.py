@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tierlog.protocol.errors import ErrorCode
+from tierlog.spark.aborted import AbortedTxnFilter
 from tierlog.spark.decode import decode_batches
 from tierlog.spark.planning import Slice, position_for
 from tierlog.spark.segments import offset_index, open_log, warm_segment
@@ -38,6 +39,7 @@ class ReadContext:
     include_headers: bool
     fail_on_data_loss: bool
     bootstrap: str | None
+    read_committed: bool = False
 
 
 def _lost(ctx: ReadContext, s: Slice, start: int, end: int, why: str) -> None:
@@ -58,6 +60,7 @@ class _SliceReader:
         self.s = s
         self.ctx = ctx
         self.cursor = s.start
+        self.aborted = AbortedTxnFilter(s.aborted) if ctx.read_committed else None
 
     def _decode(self, data: bytes) -> tuple[pa.RecordBatch, int]:
         d = decode_batches(
@@ -67,6 +70,7 @@ class _SliceReader:
             start=self.cursor,
             end=self.s.end,
             include_headers=self.ctx.include_headers,
+            aborted=self.aborted,
         )
         self.cursor = max(self.cursor, d.next_offset)
         return d.batch, d.consumed
@@ -100,7 +104,14 @@ class _SliceReader:
         with BrokerClient(self.ctx.bootstrap) as client:
             empty_fetches = 0
             while self.cursor < self.s.end:
-                r = client.fetch(self.s.tp, self.cursor, max_bytes=FETCH_BYTES)
+                r = client.fetch(
+                    self.s.tp,
+                    self.cursor,
+                    max_bytes=FETCH_BYTES,
+                    read_committed=self.ctx.read_committed,
+                )
+                if self.aborted is not None:
+                    self.aborted.add(r.aborted)
                 if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     ((earliest, _),) = client.list_offsets({self.s.tp: -2}).values()
                     if self.cursor >= earliest:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tierlog.log.index import OffsetPosition, readable_offset_entries
+from tierlog.log.txn_index import AbortedTxn, aborted_txns_from_bytes
 from tierlog.protocol.records import walk_headers
 from tierlog.spark.planning import ColdSegment
 from tierlog.tiered.api import (
     RSM_ALIASES,
     IndexType,
     RemoteLogSegmentMetadata,
+    RemoteResourceNotFoundException,
     RemoteStorageManager,
     SupportsReadAhead,
     load_plugin,
@@ -120,6 +122,23 @@ def warm_segment(ref: object, position: int) -> None:
 
 def _as_pairs(entries: list[OffsetPosition]) -> list[tuple[int, int]]:
     return [(e.offset, e.position) for e in entries]
+
+
+def aborted_txns(ref: object) -> list[AbortedTxn]:
+    """The segment's transaction index (none if it has no file or object; a remote segment
+    uploaded with an empty one is not asked for it)."""
+    ref = _checked(ref)
+    if isinstance(ref, FileSegmentRef):
+        path = Path(ref.log_path).with_suffix(".txnindex")
+        return aborted_txns_from_bytes(path.read_bytes(), path.name) if path.exists() else []
+    metadata = ref.metadata()
+    if metadata.txn_idx_empty:
+        return []
+    try:
+        with storage_plugin(ref.rsm).fetch_index(metadata, IndexType.TRANSACTION) as f:
+            return aborted_txns_from_bytes(f.read())
+    except RemoteResourceNotFoundException:
+        return []
 
 
 def offset_index(ref: object, base_offset: int) -> list[tuple[int, int]]:

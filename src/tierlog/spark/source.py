@@ -84,7 +84,7 @@ def _partitions(opts: SourceOptions, slices: list[Slice], offline: bool) -> list
 
 def _context(opts: SourceOptions, offline: bool) -> ReadContext:
     bootstrap = None if offline else opts.bootstrap
-    return ReadContext(opts.include_headers, opts.fail_on_data_loss, bootstrap)
+    return ReadContext(opts.include_headers, opts.fail_on_data_loss, bootstrap, opts.read_committed)
 
 
 def _read(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:

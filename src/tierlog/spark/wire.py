@@ -41,6 +41,9 @@ class FetchedPartition:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    aborted: tuple[tuple[int, int], ...] = ()
+    """read_committed: (producer id, first offset) of the aborted transactions the records
+    overlap."""
 
 
 class BrokerClient:
@@ -114,10 +117,13 @@ class BrokerClient:
             self.metadata([tp[0]])
         return self._leaders.get(tp)
 
-    def list_offsets(self, queries: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+    def list_offsets(
+        self, queries: Mapping[TP, int], *, read_committed: bool = False
+    ) -> dict[TP, tuple[int, int]]:
         """Timestamp (or -1 latest / -2 earliest) per partition -> (offset, timestamp).
 
-        Offset -1 means no record at or after the timestamp.
+        Offset -1 means no record at or after the timestamp. ``read_committed``: latest is
+        the LSO, and no offset at or past it is found by timestamp.
         """
         by_leader: dict[int | None, dict[str, list[dict[str, int]]]] = {}
         for (topic, p), ts in queries.items():
@@ -129,7 +135,7 @@ class BrokerClient:
                 ApiKey.LIST_OFFSETS,
                 LIST_OFFSETS_V,
                 replica_id=-1,
-                isolation_level=0,
+                isolation_level=int(read_committed),
                 topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
             )
             for t in resp.topics:
@@ -143,9 +149,15 @@ class BrokerClient:
         return out
 
     def fetch(
-        self, tp: TP, offset: int, *, max_bytes: int = 8 << 20, max_wait_ms: int = 0
+        self,
+        tp: TP,
+        offset: int,
+        *,
+        max_bytes: int = 8 << 20,
+        max_wait_ms: int = 0,
+        read_committed: bool = False,
     ) -> FetchedPartition:
-        """Raw batches from `offset` (read_uncommitted, sessionless)."""
+        """Raw batches from `offset` (sessionless), up to the LSO with ``read_committed``."""
         topic, p = tp
         part = {
             "partition": p,
@@ -162,7 +174,7 @@ class BrokerClient:
             max_wait=max_wait_ms,
             min_bytes=1,
             max_bytes=max_bytes,
-            isolation_level=0,
+            isolation_level=int(read_committed),
             session_id=0,
             session_epoch=-1,
             topics=[{"topic": topic, "partitions": [part]}],
@@ -177,6 +189,9 @@ class BrokerClient:
             int(data.high_watermark),
             int(data.log_start_offset),
             bytes(data.records or b""),
+            tuple(
+                (int(a.producer_id), int(a.first_offset)) for a in data.aborted_transactions or ()
+            ),
         )
 
     def broker_configs(self) -> dict[str, str | None]:

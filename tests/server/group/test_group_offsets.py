@@ -221,10 +221,17 @@ class FailingStore(MemoryOffsetsStore):
         super().__init__()
         self.fail_with: ErrorCode | None = None
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
         if self.fail_with is not None:
             raise OffsetsStoreError(self.fail_with, "injected")
-        await super().append(partition, records, timestamp_ms)
+        await super().append(partition, records, timestamp_ms, producer=producer)
 
 
 @run_async

@@ -56,12 +56,19 @@ class GatedStore(MemoryOffsetsStore):
         await self.release.wait()
         return await super().load_partition(partition)
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
         if self.append_gate is not None:
             await self.append_gate.wait()
         if self.fail_with is not None:
             raise OffsetsStoreError(self.fail_with)
-        await super().append(partition, records, timestamp_ms)
+        await super().append(partition, records, timestamp_ms, producer=producer)
 
 
 class FixedPlacement:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import threading
 import time
@@ -172,6 +173,33 @@ def test_third_entry_evicts_one_and_refetch_calls_remote(remote: Remote, tmp_pat
         before = len(remote.fetches(evicted))
         cache.get_entry(evicted)
         assert len(remote.fetches(evicted)) == before + 3
+    finally:
+        cache.close()
+
+
+def test_a_budget_below_one_entry_still_serves_each_lookup_with_one_load(
+    remote: Remote, tmp_path: Path
+) -> None:
+    """Kafka's OffloadAndTxnConsumeFromLeaderTest sets the cache to 1 byte: the entry just
+    loaded is used, then makes room for the next one; no lookup reloads it in a loop."""
+    a, b = remote.upload(0), remote.upload(100)
+    cache = RemoteIndexCache(tmp_path / "logs", remote.rsm, 1, cleaner_delay_s=0)
+    try:
+        assert cache.lookup_offset(a, 25) == 200
+        assert cache.lookup_offset(b, 125) == 200
+        assert cache.lookup_offset(a, 5) == 0
+        assert len(cache) == 1
+        assert len(remote.fetches(a)) == 6 and len(remote.fetches(b)) == 3
+    finally:
+        cache.close()
+
+
+def test_an_empty_uploaded_txn_index_is_not_fetched(remote: Remote, tmp_path: Path) -> None:
+    md = dataclasses.replace(remote.upload(0, txn=False), txn_idx_empty=True)
+    cache = RemoteIndexCache(tmp_path / "logs", remote.rsm)
+    try:
+        assert cache.aborted_txns(md) == []
+        assert sorted(remote.fetches(md)) == ["OFFSET", "TIMESTAMP"]
     finally:
         cache.close()
 

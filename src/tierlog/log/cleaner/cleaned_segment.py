@@ -1,7 +1,8 @@
 """The ``.cleaned`` files of one output segment, written before any swap.
 
 A cleaned segment is ``<base>.log.cleaned`` plus its ``.index.cleaned`` and
-``.timeindex.cleaned``, where ``<base>`` is the first source segment's base offset (Kafka's
+``.timeindex.cleaned`` (and ``.txnindex.cleaned`` for the aborted transactions whose markers
+it keeps), where ``<base>`` is the first source segment's base offset (Kafka's
 names). Index entries follow the same rule as appends (``LogSegment``): an entry once more
 than ``index.interval.bytes`` were written since the previous one, pointing at the batch's
 position under its last offset; sealing writes the last time-index entry and trims both.
@@ -19,8 +20,10 @@ from tierlog.log.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     offset_file_name,
 )
+from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.records import BatchHeader
 
 
@@ -28,7 +31,7 @@ def cleaned_paths(directory: Path, base_offset: int) -> list[Path]:
     """The files a cleaned segment is written to, the log first."""
     return [
         directory / (offset_file_name(base_offset, suffix) + CLEANED_SUFFIX)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
     ]
 
 
@@ -45,7 +48,7 @@ class CleanedSegmentWriter:
         self.paths = cleaned_paths(directory, base_offset)
         for p in self.paths:
             p.unlink(missing_ok=True)
-        log_path, index_path, time_path = self.paths
+        log_path, index_path, time_path, self._txn_path = self.paths
         self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self._index = OffsetIndex(index_path, base_offset, max_index_size, True)
         self._time_index = TimeIndex(time_path, base_offset, max_index_size, True)
@@ -78,6 +81,11 @@ class CleanedSegmentWriter:
         self.size += len(data)
         self.batches += 1
 
+    def write_txn_index(self, aborted: list[AbortedTxn]) -> None:
+        """The cleaned segment's ``.txnindex`` (none when ``aborted`` is empty)."""
+        if aborted:
+            self._txn_path.write_bytes(b"".join(t.encode() for t in aborted))
+
     def finish(self, mtime_s: float | None) -> None:
         """Seal and fsync everything; ``mtime_s`` carries the source segments' last
         modification time over (it stands in for a timestamp where batches have none)."""
@@ -87,6 +95,8 @@ class CleanedSegmentWriter:
         os.fsync(self._fd)
         self._close()
         for p in self.paths[1:]:
+            if p == self._txn_path and not p.exists():
+                continue
             fd = os.open(p, os.O_RDONLY)
             try:
                 os.fsync(fd)

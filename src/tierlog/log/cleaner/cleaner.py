@@ -36,7 +36,7 @@ from tierlog.log.cleaner.rebatch import (
     scan_records,
 )
 from tierlog.log.cleaner.throttler import Throttler
-from tierlog.log.cleaner.transactions import BatchAction, TransactionPolicy, policy_for_range
+from tierlog.log.cleaner.transactions import BatchAction, TransactionPolicy
 from tierlog.log.config import LONG_MAX
 from tierlog.log.partition_log import PartitionLog, SegmentInfo
 from tierlog.protocol.errors import ErrorCode
@@ -193,8 +193,10 @@ class Cleaner:
         stats = CleanerStats()
         infos = plog.segments()
         sealed = [i for i in infos if not i.is_active]
-        policy = policy_for_range(target.first_dirty_offset, target.first_uncleanable_offset)
-        self._build_offset_map(plog, sealed, target, policy, stats)
+        mapped, _ = plog.collect_aborted_txns(
+            target.first_dirty_offset, target.first_uncleanable_offset
+        )
+        self._build_offset_map(plog, sealed, target, TransactionPolicy(mapped), stats)
         end = self.offset_map.latest_offset + 1
         if end <= target.first_dirty_offset:
             # no batch at or above the first dirty offset before the uncleanable one: the
@@ -211,6 +213,7 @@ class Cleaner:
         producers = plog.active_producer_last_offsets()
         cfg = plog.config
         to_clean = [i for i in sealed if i.base_offset < end]
+        policy = TransactionPolicy()
         for group in group_segments_by_size(
             to_clean, cfg.segment_bytes, cfg.segment_index_bytes, target.first_uncleanable_offset
         ):
@@ -244,7 +247,7 @@ class Cleaner:
                 stats.map_bytes_read += h.size
                 if h.last_offset < start:
                     continue
-                if policy.on_batch(h, retain_markers=True) is BatchAction.FILTER:
+                if policy.on_batch(h, data) is BatchAction.FILTER:
                     base = h.base_offset
                     spans = scan_records(data, h)[1]
                     keyed = [
@@ -287,8 +290,10 @@ class Cleaner:
             index_interval_bytes=cfg.index_interval_bytes,
             max_index_size=cfg.segment_index_bytes,
         )
+        marked = len(policy.cleaned_index)
         try:
             for info in group:
+                policy.add_aborted(plog.collect_aborted_txns(info.base_offset, info.next_offset)[0])
                 for h, data in iter_segment_batches(
                     info.log_path, self.throttler, lambda: self._check(plog)
                 ):
@@ -309,6 +314,7 @@ class Cleaner:
                 mtime: float | None = os.stat(group[-1].log_path).st_mtime
             except FileNotFoundError as exc:
                 raise CleaningAborted(f"{group[-1].log_path} is gone") from exc
+            writer.write_txn_index(policy.cleaned_index[marked:])
             writer.finish(mtime)
         except BaseException:
             writer.abandon()
@@ -335,10 +341,12 @@ class Cleaner:
         delete_retention_ms: int,
         stats: CleanerStats,
     ) -> tuple[BatchHeader, bytes] | None:
-        action = policy.on_batch(h, retain_markers=True)
+        action = policy.on_batch(h, data)
         if action is BatchAction.KEEP:
             return h, data
         horizon = delete_horizon(h)
+        if action is BatchAction.MARKER_REMOVABLE:
+            return _removable_marker(h, data, horizon, producers, now_ms, delete_retention_ms)
         spans: list[RecordSpan] = []
         kept: list[RecordSpan] = []
         buf = data
@@ -375,3 +383,26 @@ class Cleaner:
             new_horizon = min(now_ms + delete_retention_ms, LONG_MAX) if set_horizon else horizon
             out = build_retained(h, buf, kept, new_horizon)
         return check_batch(out, 0, len(out), verify_crc=False), out
+
+
+def _removable_marker(
+    h: BatchHeader,
+    data: bytes,
+    horizon: int | None,
+    producers: dict[int, int],
+    now_ms: int,
+    delete_retention_ms: int,
+) -> tuple[BatchHeader, bytes] | None:
+    """A marker no longer needed: kept with a delete horizon set now, kept until it passes,
+    then dropped (an empty batch if it is its producer's last, as for any batch)."""
+    if horizon is None:
+        new_horizon = min(now_ms + delete_retention_ms, LONG_MAX)
+        buf, spans = scan_records(data, h)
+        out = build_retained(h, buf, spans, new_horizon)
+    elif now_ms < horizon:
+        return h, data
+    elif producers.get(h.producer_id) == h.last_offset:
+        out = build_empty(h)
+    else:
+        return None
+    return check_batch(out, 0, len(out), verify_crc=False), out

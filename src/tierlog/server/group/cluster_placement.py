@@ -1,5 +1,6 @@
 """Where a group's coordinator is in cluster mode: the leader of its ``__consumer_offsets``
-partition (Kafka's ZK-mode ``FindCoordinator``).
+partition (Kafka's ZK-mode ``FindCoordinator``); the same for a transactional id and its
+``__transaction_state`` partition (``topic``).
 
 The answer comes from this broker's view of the partition state, whether or not that
 leader has finished loading the partition (it answers COORDINATOR_LOAD_IN_PROGRESS
@@ -28,7 +29,9 @@ class ClusterPlacement:
         num_partitions: int,
         replication_factor: int,
         configs: Mapping[str, str],
+        topic: str = OFFSETS_TOPIC,
     ) -> None:
+        self._topic = topic
         self._replication = replication
         self._auto_topics = auto_topics
         self._num_partitions = num_partitions
@@ -39,21 +42,21 @@ class ClusterPlacement:
         view = self._replication.view
         if view is None:
             return _unavailable(key, "the broker has not joined the cluster yet")
-        if OFFSETS_TOPIC not in view.topics():
+        if self._topic not in view.topics():
             code = await self._auto_topics.create(
-                OFFSETS_TOPIC, self._num_partitions, self._replication_factor, self._configs
+                self._topic, self._num_partitions, self._replication_factor, self._configs
             )
             why = (
-                "fewer live brokers than offsets.topic.replication.factor"
+                "fewer live brokers than the topic's replication factor"
                 if code is ErrorCode.INVALID_REPLICATION_FACTOR
-                else f"{OFFSETS_TOPIC} is being created"
+                else f"{self._topic} is being created"
             )
             return _unavailable(key, why)
-        info = view.partition(OFFSETS_TOPIC, partition)
+        info = view.partition(self._topic, partition)
         leader = NO_LEADER if info is None or info.state is None else info.state.leader
         broker = view.brokers().get(leader)
         if broker is None or not broker.registration.endpoints:
-            return _unavailable(key, f"{OFFSETS_TOPIC}-{partition} has no leader")
+            return _unavailable(key, f"{self._topic}-{partition} has no leader")
         endpoint = broker.registration.endpoints[0]
         return CoordinatorEntry(
             key=key, node_id=leader, host=endpoint.host or "127.0.0.1", port=endpoint.port

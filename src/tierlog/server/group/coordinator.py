@@ -71,6 +71,7 @@ from tierlog.server.group.model import (
 )
 from tierlog.server.group.placement import CoordinatorPlacement
 from tierlog.server.group.schema import (
+    OFFSETS_TOPIC,
     CommittedOffset,
     GroupRecord,
     OffsetKey,
@@ -86,6 +87,7 @@ from tierlog.server.group.schema import (
 )
 from tierlog.server.group.state import DEAD, EMPTY, Group, check_join_request
 from tierlog.server.group.store import KeyValue, OffsetsStore, OffsetsStoreError
+from tierlog.server.group.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,9 @@ class GroupCoordinator:
         self._retention_timer: asyncio.TimerHandle | None = None
         self._started = False
         self._closed = False
+        self._txn_offsets = PendingTxnOffsets()
+        self._seq = itertools.count()
+        self._plain_seq: dict[tuple[str, TopicPartition], int] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -156,6 +161,7 @@ class GroupCoordinator:
             started = time.monotonic()
             records = await self._store.load()
             self._restore(records)
+            self._restore_pending()
             self._owned = dict.fromkeys(range(self._config.offsets_topic_num_partitions), 0)
             log.info(
                 "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
@@ -245,6 +251,7 @@ class GroupCoordinator:
         del self._loading[partition]
         before = len(self._groups)
         self._restore(records)
+        self._restore_pending()
         self._owned[partition] = generation
         log.info(
             "__consumer_offsets-%d loaded at leader epoch %d: %d groups from %d records in %.2f ms",
@@ -276,6 +283,39 @@ class GroupCoordinator:
                 sf.set_result(SyncGroupResponse(error_code=ErrorCode.NOT_COORDINATOR))
         if owned or dropped:
             log.info("__consumer_offsets-%d unloaded: %d groups dropped", partition, len(dropped))
+
+    def _restore_pending(self) -> None:
+        """Transactional offsets whose marker the load did not find: pending again."""
+        for producer_id, records in self._store.take_pending().items():
+            for raw_key, raw_value in records:
+                key = decode_key(raw_key)
+                if isinstance(key, OffsetKey) and raw_value is not None:
+                    self._txn_offsets.add(
+                        producer_id,
+                        key.group_id,
+                        {key.topic_partition: decode_offset_value(raw_value)},
+                        next(self._seq),
+                    )
+
+    def on_marker(
+        self, topic: str, partition: int, producer_id: int, committed: bool, marker_offset: int
+    ) -> None:
+        """A transaction marker landed on ``__consumer_offsets-<partition>``: materialise
+        (COMMIT) or drop (ABORT) the producer's pending transactional offsets of that
+        partition's groups."""
+        if topic != OFFSETS_TOPIC:
+            return
+        n = self._config.offsets_topic_num_partitions
+        taken = self._txn_offsets.complete(producer_id, lambda g: partition_for(g, n) == partition)
+        if not committed:
+            return
+        for group_id, offsets in taken.items():
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = Group(group_id, self._config, self._now())
+            for tp, pending in offsets.items():
+                if self._plain_seq.get((group_id, tp), -1) < pending.sequence:
+                    group.offsets[tp] = pending.offset
 
     async def close(self) -> None:
         """Stop timers, fail every waiting request, and wait for writes in flight."""
@@ -436,7 +476,12 @@ class GroupCoordinator:
 
     # --- offsets ------------------------------------------------------------------------------
 
-    async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    async def commit_offsets(
+        self, req: OffsetCommitRequest, producer: tuple[int, int] | None = None
+    ) -> OffsetCommitResponse:
+        """OffsetCommit; with ``producer`` (id, epoch) TxnOffsetCommit, whose offsets are
+        written into that producer's transaction and stay pending until its marker."""
+
         def every(code: ErrorCode) -> OffsetCommitResponse:
             return OffsetCommitResponse(
                 partitions=tuple(
@@ -483,10 +528,11 @@ class GroupCoordinator:
             records = [
                 (offset_key(group.group_id, tp), offset_value(v)) for tp, v in accepted.items()
             ]
-            write_error = await self._write(group.group_id, records, now, kind=_COMMIT)
+            write_error = await self._write(
+                group.group_id, records, now, kind=_COMMIT, producer=producer
+            )
             if write_error is ErrorCode.NONE:
-                if self._groups.get(group.group_id) is group and group.state is not DEAD:
-                    group.offsets.update(accepted)
+                self._committed(group, accepted, producer)
             else:
                 for tp in accepted:
                     results[tp] = write_error
@@ -501,13 +547,32 @@ class GroupCoordinator:
             )
         )
 
+    def _committed(
+        self,
+        group: Group,
+        accepted: dict[TopicPartition, CommittedOffset],
+        producer: tuple[int, int] | None,
+    ) -> None:
+        """Offsets are written: applied now, or pending in ``producer``'s transaction."""
+        seq = next(self._seq)
+        if producer is not None:
+            self._txn_offsets.add(producer[0], group.group_id, accepted, seq)
+            return
+        for tp in accepted:
+            self._plain_seq[(group.group_id, tp)] = seq
+        if self._groups.get(group.group_id) is group and group.state is not DEAD:
+            group.offsets.update(accepted)
+
     async def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
         return OffsetFetchResponse(
-            groups=tuple(self._fetch_group(g, self._unavailable(g.group_id)) for g in req.groups)
+            groups=tuple(
+                self._fetch_group(g, self._unavailable(g.group_id), req.require_stable)
+                for g in req.groups
+            )
         )
 
     def _fetch_group(
-        self, req: OffsetFetchGroup, error: ErrorCode | None
+        self, req: OffsetFetchGroup, error: ErrorCode | None, require_stable: bool = False
     ) -> OffsetFetchGroupResult:
         if error is not None:
             return OffsetFetchGroupResult(group_id=req.group_id, error_code=error)
@@ -521,7 +586,15 @@ class GroupCoordinator:
         partitions = []
         for tp in wanted:
             c = committed.get(tp)
-            if c is None:
+            if require_stable and self._txn_offsets.is_pending(req.group_id, tp):
+                partitions.append(
+                    FetchedOffset(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                    )
+                )
+            elif c is None:
                 partitions.append(
                     FetchedOffset(
                         topic=tp.topic,
@@ -709,7 +782,13 @@ class GroupCoordinator:
         await self._write(group_id, [(group_key(group_id), group_value(record))], self._now())
 
     async def _write(
-        self, group_id: str, records: Sequence[KeyValue], now: int, *, kind: str = _TOMBSTONES
+        self,
+        group_id: str,
+        records: Sequence[KeyValue],
+        now: int,
+        *,
+        kind: str = _TOMBSTONES,
+        producer: tuple[int, int] | None = None,
     ) -> ErrorCode:
         """Append in call order per partition; a failed append becomes the code Kafka would
         answer with for that ``kind`` of write (see ``_coordinator_error``). A partition that
@@ -721,7 +800,7 @@ class GroupCoordinator:
         lock = self._write_locks.setdefault(partition, asyncio.Lock())
         async with lock:
             try:
-                await self._store.append(partition, records, now)
+                await self._store.append(partition, records, now, producer=producer)
             except OffsetsStoreError as exc:
                 log.warning(
                     "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc

@@ -18,17 +18,40 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tierlog.log import LogError, PartitionLog
 from tierlog.protocol.records import (
     Compression,
     SimpleRecord,
     build_batch,
+    increment_sequence,
     iter_records,
     scan_batches,
 )
+from tierlog.protocol.txn_markers import marker_of_batch
 from tierlog.server.group.store import KeyValue, OffsetsStoreError
+
+
+def transactional_fields(plog: PartitionLog, producer: tuple[int, int] | None) -> dict[str, Any]:
+    """``build_batch`` arguments that put a batch in ``producer``'s transaction (none for a
+    plain write). Kafka skips sequence checks for the coordinator's own appends; our log checks
+    every producer batch, and the coordinator is the only writer of a producer's batches on
+    ``__consumer_offsets``, so it continues the sequence the log holds (0 in a new epoch)."""
+    if producer is None:
+        return {}
+    producer_id, epoch = producer
+    entry = plog.producer_state.producers.get(producer_id)
+    sequence = 0
+    if entry is not None and entry.producer_epoch == epoch and entry.batches:
+        sequence = increment_sequence(entry.last_seq, 1)
+    return {
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+        "base_sequence": sequence,
+        "transactional": True,
+    }
+
 
 DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 
@@ -66,6 +89,7 @@ class LogOffsetsStore:
         self._load_buffer_bytes = load_buffer_bytes
         self._upper_bound: Literal["hw", "leo"] = upper_bound
         self.last_load: LoadStats | None = None
+        self._pending: dict[int, list[KeyValue]] = {}
 
     async def load(self) -> list[KeyValue]:
         return await asyncio.to_thread(self._load_all)
@@ -78,21 +102,43 @@ class LogOffsetsStore:
         self._load_partition(self._log_for(partition), out)
         return out
 
-    def build(self, records: Sequence[KeyValue], timestamp_ms: int) -> bytes:
-        """One batch of ``records`` in the coordinator's codec."""
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        pending, self._pending = self._pending, {}
+        return pending
+
+    def build(
+        self, records: Sequence[KeyValue], timestamp_ms: int, txn: dict[str, Any] | None = None
+    ) -> bytes:
+        """One batch of ``records`` in the coordinator's codec (``txn``: see
+        ``transactional_fields``)."""
         return build_batch(
             [SimpleRecord(value=v, key=k, timestamp=timestamp_ms) for k, v in records],
             timestamp=timestamp_ms,
             compression=self._compression,
+            **(txn or {}),
         )
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
-        batch = self.build(records, timestamp_ms)
-        await asyncio.to_thread(self._append, partition, batch)
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        await asyncio.to_thread(self._append, partition, records, timestamp_ms, producer)
 
-    def _append(self, partition: int, batch: bytes) -> None:
+    def _append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        producer: tuple[int, int] | None,
+    ) -> None:
+        plog = self._log_for(partition)
+        batch = self.build(records, timestamp_ms, transactional_fields(plog, producer))
         try:
-            self._log_for(partition).append_as_leader(batch, self._leader_epoch, -1)
+            plog.append_as_leader(batch, self._leader_epoch, -1)
         except LogError as exc:
             raise OffsetsStoreError(exc.code, exc.message) from exc
 
@@ -106,7 +152,10 @@ class LogOffsetsStore:
         return out
 
     def _load_partition(self, log: PartitionLog, out: list[KeyValue]) -> int:
-        """Append the partition's keyed records to ``out``; returns the bytes read."""
+        """Append the partition's keyed records to ``out``; returns the bytes read. Records of
+        a transaction go to ``out`` where its COMMIT marker is, nowhere if it aborted, and to
+        ``take_pending`` if it is still open."""
+        open_txns: dict[int, list[KeyValue]] = {}
         read_bytes = 0
         offset = log.log_start_offset
         end = log.log_end_offset
@@ -119,9 +168,18 @@ class LogOffsetsStore:
             headers = scan_batches(buf)
             for header in headers:
                 if header.is_control:
+                    marker = marker_of_batch(buf, header)
+                    held = open_txns.pop(header.producer_id, [])
+                    if marker is not None and marker.committed:
+                        out.extend(held)
                     continue
+                target = (
+                    open_txns.setdefault(header.producer_id, []) if header.is_transactional else out
+                )
                 for record in iter_records(buf, header):
                     if record.offset >= offset and record.key is not None:
-                        out.append((record.key, record.value))
+                        target.append((record.key, record.value))
             offset = headers[-1].next_offset
+        for pid, held in open_txns.items():
+            self._pending.setdefault(pid, []).extend(held)
         return read_bytes

@@ -20,7 +20,11 @@ from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import Compression
 from tierlog.replication.manager import ReplicaManager
-from tierlog.server.group.log_store import DEFAULT_LOAD_BUFFER_BYTES, LogOffsetsStore
+from tierlog.server.group.log_store import (
+    DEFAULT_LOAD_BUFFER_BYTES,
+    LogOffsetsStore,
+    transactional_fields,
+)
 from tierlog.server.group.schema import OFFSETS_TOPIC
 from tierlog.server.group.store import KeyValue, OffsetsStoreError
 
@@ -46,7 +50,14 @@ class ReplicatedOffsetsStore(LogOffsetsStore):
         self._replication = replication
         self._timeout_s = commit_timeout_ms / 1000
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
         repl = self._replication
         p, error = repl.leader_for(OFFSETS_TOPIC, partition)
         if p is None:
@@ -54,7 +65,7 @@ class ReplicatedOffsetsStore(LogOffsetsStore):
         refused = p.check_produce(-1)
         if refused is not None:
             raise OffsetsStoreError(refused)
-        batch = self.build(records, timestamp_ms)
+        batch = self.build(records, timestamp_ms, transactional_fields(p.log, producer))
         try:
             result = p.log.append_as_leader(batch, p.leader_epoch, -1)
         except KafkaError as exc:

@@ -37,15 +37,28 @@ class OffsetsStore(Protocol):
 
     async def load_partition(self, partition: int) -> list[KeyValue]: ...
 
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        """After a load: per producer id, the records of transactions whose marker was not in
+        the log (a load returns those of committed transactions where their marker is)."""
+        ...
+
     async def append(
-        self, partition: int, records: Sequence[KeyValue], timestamp_ms: int
-    ) -> None: ...
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """``producer`` (id, epoch): the records join that producer's transaction."""
+        ...
 
 
 class MemoryOffsetsStore:
     """Keeps records in a dict: for tests and for brokers that need no durable groups.
 
-    Handing the same instance to a second coordinator simulates a restart.
+    Handing the same instance to a second coordinator simulates a restart. Transactional
+    records are not kept (no marker ever reaches this store): a restart forgets them.
     """
 
     def __init__(self) -> None:
@@ -57,5 +70,16 @@ class MemoryOffsetsStore:
     async def load_partition(self, partition: int) -> list[KeyValue]:
         return list(self.partitions.get(partition, []))
 
-    async def append(self, partition: int, records: Sequence[KeyValue], timestamp_ms: int) -> None:
-        self.partitions.setdefault(partition, []).extend(records)
+    def take_pending(self) -> dict[int, list[KeyValue]]:
+        return {}
+
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[KeyValue],
+        timestamp_ms: int,
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        if producer is None:
+            self.partitions.setdefault(partition, []).extend(records)

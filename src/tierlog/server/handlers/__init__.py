@@ -24,6 +24,9 @@ from tierlog.server.handlers import (
     log_dirs,
     metadata,
     produce,
+    producers,
+    txn,
+    txn_markers,
 )
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -45,6 +48,14 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+    ApiKey.END_TXN: txn.end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+    ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
 }
 

@@ -1,4 +1,4 @@
-"""DescribeCluster and InitProducerId (idempotent producers only; no transactions yet)."""
+"""DescribeCluster and InitProducerId (a transactional id goes to the transaction coordinator)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
+from tierlog.server.handlers import txn
 from tierlog.server.handlers.authorized_operations import ResourceType, authorized_operations
 from tierlog.server.state import BrokerState
 
@@ -33,20 +34,14 @@ async def handle_describe_cluster(state: BrokerState, req: Request) -> Any:
 
 
 async def handle_init_producer_id(state: BrokerState, req: Request) -> Any:
-    """A fresh producer id at epoch 0 for every call.
+    """A fresh producer id at epoch 0 for every idempotent producer.
 
     Kafka would bump the epoch of a known (id, epoch) pair (KIP-360); handing out a new id
     has the same effect for an idempotent producer (its old sequence state is abandoned).
     """
     cls = response_schema(ApiKey.INIT_PRODUCER_ID, req.header.api_version)
     if req.body.transactional_id is not None:
-        return mk(
-            cls,
-            throttle_time=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return await txn.init_producer_id(state, req)
     if state.replication is not None:
         # cluster mode: ids from blocks claimed in ZooKeeper, unique across brokers
         try:

@@ -229,6 +229,10 @@ class _ReadPass:
         if data.size:
             fp.records = data.chunks
             fp.records_size = data.size
+            if self.read_committed:
+                fp.aborted_transactions = [
+                    (t.producer_id, t.first_offset) for t in plog.aborted_txns_in(offset, data)
+                ]
             self.remaining -= data.size
             self.total += data.size
             self.min_one = False

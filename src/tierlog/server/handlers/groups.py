@@ -38,9 +38,16 @@ async def handle_find_coordinator(state: BrokerState, req: Request) -> Any:
     body = req.body
     version = req.header.api_version
     keys = tuple(body.coordinator_keys or ()) if version >= 4 else (body.key,)
-    result = await state.groups.find_coordinator(
-        gm.FindCoordinatorRequest(key_type=int(getattr(body, "key_type", 0)), keys=keys)
-    )
+    key_type = int(getattr(body, "key_type", 0))
+    txn = state.txn
+    if key_type == gm.CoordinatorKeyType.TRANSACTION and txn is not None and txn.placement:
+        placement = txn.placement
+        found = [await placement.coordinator_for(k, txn.partition_for(k)) for k in keys]
+        result = gm.FindCoordinatorResponse(coordinators=tuple(found))
+    else:
+        result = await state.groups.find_coordinator(
+            gm.FindCoordinatorRequest(key_type=key_type, keys=keys)
+        )
     entries = [
         {
             "key": c.key,

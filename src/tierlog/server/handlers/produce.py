@@ -11,6 +11,13 @@ that polls meanwhile does not read the batch either: as Kafka's high watermark m
 after that flush, the log holds its high watermark at the first offset of an append whose
 fsync is still running.
 
+Transactional batches (KIP-98) are appended like idempotent ones; the log opens the
+producer's transaction at the first one and refuses a non-transactional batch while it is
+open. Before a producer's first transactional write to a partition (no transaction open for it
+there) the partition is verified with the coordinator (KIP-890 part 1, ``state.txn_verifier``)
+and a partition not in the transaction is refused with Kafka's conversion of the
+coordinator's answer (``txn_partition_hooks.produce_error_for``).
+
 Cluster mode (``state.replication``) adds Kafka's leader rules around the same append: a
 partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, acks=all with an ISR
 below ``min.insync.replicas`` answers NOT_ENOUGH_REPLICAS before appending, the batch is
@@ -31,9 +38,11 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.protocol.records import RECORDS_OFFSET, read_header
 from tierlog.replication.partition import Partition
 from tierlog.server.router import CLOSE, NO_REPLY
 from tierlog.server.state import LEADER_EPOCH, BrokerState
+from tierlog.server.txn_partition_hooks import produce_error_for
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +77,15 @@ class _Appended:
 
 
 def _append(
-    state: BrokerState, name: str, pd: Any, acks: int, transactional_id: str | None
+    state: BrokerState, name: str, pd: Any, acks: int, refused: dict[tuple[str, int], ErrorCode]
 ) -> _Appended | dict[str, Any]:
     """Append one partition's batches; the error entry of the response if that fails."""
     index = int(pd.index)
     if acks not in (-1, 0, 1):
         return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
-    if transactional_id is not None:
-        return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    verification = refused.get((name, index))
+    if verification is not None:
+        return _error(index, verification, "partition is not part of the ongoing transaction")
     plog = state.topics.get_log(name, index)
     if plog is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -171,13 +181,47 @@ def _answer(state: BrokerState, name: str, a: _Appended) -> dict[str, Any]:
     }
 
 
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional batch; None for any other record set."""
+    if not records or len(records) < RECORDS_OFFSET:
+        return None
+    h = read_header(records, 0)
+    return (h.producer_id, h.producer_epoch) if h.is_transactional else None
+
+
+async def _verify(
+    state: BrokerState, transactional_id: str | None, topic_data: Any, version: int
+) -> dict[tuple[str, int], ErrorCode]:
+    """KIP-890: the partitions whose first transactional write the coordinator did not
+    verify, with the error the producer gets."""
+    if transactional_id is None:
+        return {}
+    unverified: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in topic_data:
+        for pd in td.partition_data:
+            producer = _transactional_producer(pd.records)
+            plog = state.topics.get_log(td.name, int(pd.index))
+            if producer is None or plog is None or plog.has_ongoing_txn(producer[0]):
+                continue
+            unverified.setdefault(producer, []).append((td.name, int(pd.index)))
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), partitions in unverified.items():
+        answers = await state.txn_verifier.verify(transactional_id, pid, epoch, partitions)
+        for tp in partitions:
+            code = answers.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code is not ErrorCode.NONE:
+                refused[tp] = produce_error_for(code, version)
+    return refused
+
+
 async def handle_produce(state: BrokerState, req: Request) -> Any:
     body = req.body
     acks = int(body.acks)
+    refused = await _verify(state, body.transactional_id, body.topic_data, req.header.api_version)
     topics = [
         (
             td.name,
-            [_append(state, td.name, pd, acks, body.transactional_id) for pd in td.partition_data],
+            [_append(state, td.name, pd, acks, refused) for pd in td.partition_data],
         )
         for td in body.topic_data
     ]

@@ -11,10 +11,8 @@ NextProducerId (tag 1, default -1) and ClientTransactionVersion (tag 2, default 
 is null when the transaction has no partitions (Kafka writes null for Empty). Keys of an
 unknown version decode to ``None`` so that a reader can skip them, as Kafka's loader does.
 
-A transaction marker is a control batch (attributes: transactional and control) holding one
-record. Its key is ``int16 version=0, int16 type`` with ABORT = 0 and COMMIT = 1; its value is
-``EndTxnMarker`` v0: ``int16 version, int32 coordinator epoch``. Higher value versions are
-read as v0, and a value shorter than 6 bytes is invalid.
+The transaction marker formats live in ``tierlog.protocol.txn_markers`` (the log validates
+and indexes markers too) and are re-exported here for the coordinator.
 
 We write the same bytes as Apache Kafka so that Kafka's own tools read our logs and a log Kafka
 wrote loads here.
@@ -24,10 +22,33 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
-from tierlog.protocol.records import NO_SEQUENCE, SimpleRecord, build_batch
+from tierlog.protocol.txn_markers import (
+    CONTROL_RECORD_KEY_VERSION,
+    END_TXN_MARKER_VERSION,
+    ControlRecordType,
+    EndTxnMarker,
+    TxnSchemaError,
+    build_marker_batch,
+    control_record_type,
+    decode_marker,
+    encode_marker_key,
+    encode_marker_value,
+)
 from tierlog.server.group.schema import partition_for
+
+__all__ = [
+    "CONTROL_RECORD_KEY_VERSION",
+    "END_TXN_MARKER_VERSION",
+    "ControlRecordType",
+    "EndTxnMarker",
+    "TxnSchemaError",
+    "build_marker_batch",
+    "control_record_type",
+    "decode_marker",
+    "encode_marker_key",
+    "encode_marker_value",
+]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 DEFAULT_NUM_PARTITIONS = 50
@@ -39,10 +60,6 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class TxnSchemaError(ValueError):
-    """A ``__transaction_state`` record or a marker record that no schema version describes."""
 
 
 def coordinator_partition(
@@ -192,82 +209,6 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         prev_producer_id=prev_pid,
         next_producer_id=next_pid,
         client_transaction_version=ctv,
-    )
-
-
-# --- transaction markers ----------------------------------------------------------------------
-
-
-class ControlRecordType(IntEnum):
-    ABORT = 0
-    COMMIT = 1
-
-
-CONTROL_RECORD_KEY_VERSION = 0
-END_TXN_MARKER_VERSION = 0
-
-
-@dataclass(frozen=True, slots=True)
-class EndTxnMarker:
-    type: ControlRecordType
-    coordinator_epoch: int
-
-    @property
-    def committed(self) -> bool:
-        return self.type is ControlRecordType.COMMIT
-
-
-def encode_marker_key(kind: ControlRecordType) -> bytes:
-    return _I16.pack(CONTROL_RECORD_KEY_VERSION) + _I16.pack(kind)
-
-
-def encode_marker_value(coordinator_epoch: int) -> bytes:
-    return _I16.pack(END_TXN_MARKER_VERSION) + _I32.pack(coordinator_epoch)
-
-
-def control_record_type(key: bytes | None) -> int:
-    """The control type of a control record's key; -1 (Kafka's UNKNOWN) if unreadable."""
-    if key is None or len(key) < 4:
-        return -1
-    return int(_I16.unpack_from(key, 2)[0])
-
-
-def decode_marker(key: bytes | None, value: bytes | None) -> EndTxnMarker:
-    """The marker of a control record whose type is COMMIT or ABORT."""
-    kind = control_record_type(key)
-    if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-        raise TxnSchemaError(f"control record type {kind} is not a transaction marker")
-    if value is None or len(value) < 6:
-        raise TxnSchemaError("EndTxnMarker value shorter than 6 bytes")
-    if _I16.unpack_from(value, 0)[0] < 0:
-        raise TxnSchemaError("negative EndTxnMarker version")
-    return EndTxnMarker(ControlRecordType(kind), int(_I32.unpack_from(value, 2)[0]))
-
-
-def build_marker_batch(
-    *,
-    producer_id: int,
-    producer_epoch: int,
-    marker: EndTxnMarker,
-    base_offset: int = 0,
-    timestamp_ms: int = 0,
-    partition_leader_epoch: int = -1,
-) -> bytes:
-    """The control batch a partition leader appends for WriteTxnMarkers: one record, transactional
-    and control attributes, base sequence -1."""
-    record = SimpleRecord(
-        encode_marker_value(marker.coordinator_epoch), key=encode_marker_key(marker.type)
-    )
-    return build_batch(
-        [record],
-        base_offset=base_offset,
-        timestamp=timestamp_ms,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=NO_SEQUENCE,
-        partition_leader_epoch=partition_leader_epoch,
-        transactional=True,
-        control=True,
     )
 
 

@@ -372,6 +372,10 @@ class RemoteIndexCache:
         return time_index
 
     def _fetch_txn(self, md: RemoteLogSegmentMetadata) -> BinaryIO:
+        """The segment's transaction index; one uploaded empty (``txn_idx_empty``, as Kafka
+        marks it) is not asked of the store."""
+        if md.txn_idx_empty:
+            return io.BytesIO(b"")
         try:
             return self._rsm.fetch_index(md, IndexType.TRANSACTION)
         except RemoteResourceNotFoundException:
@@ -418,12 +422,14 @@ class RemoteIndexCache:
         self._weight += entry.weight
         self._sketch.increment(entry.key)
         self._last_access[entry.key] = self._clock()
-        victims = self._evict()
+        victims = self._evict(keep=entry.key)
         for v in victims:
             self._retire(v)
 
-    def _evict(self) -> list[IndexEntry]:
-        """Bring the weight within budget; the caller retires the returned entries."""
+    def _evict(self, keep: uuid.UUID | None = None) -> list[IndexEntry]:
+        """Bring the weight within budget; the caller retires the returned entries. ``keep``
+        (the entry just loaded, which its caller is about to use) is never a victim: a budget
+        smaller than one entry still serves every lookup, one load each."""
         victims: list[IndexEntry] = []
         window_cap = max(1, self._max_bytes // 100)
         while self._window and sum(e.weight for e in self._window.values()) > window_cap:
@@ -434,17 +440,17 @@ class RemoteIndexCache:
                 victim_key = next(iter(self._probation))
                 loser = (
                     k
-                    if self._sketch.frequency(k) <= self._sketch.frequency(victim_key)
+                    if self._sketch.frequency(k) <= self._sketch.frequency(victim_key) and k != keep
                     else victim_key
                 )
-                victims.append(self._detach_unlocked(loser))
+                if loser != keep:
+                    victims.append(self._detach_unlocked(loser))
         while self._weight > self._max_bytes:
-            for area in (self._probation, self._protected, self._window):
-                if area:
-                    victims.append(self._detach_unlocked(next(iter(area))))
-                    break
-            else:
+            candidates = (k for a in (self._probation, self._protected, self._window) for k in a)
+            victim = next((k for k in candidates if k != keep), None)
+            if victim is None:
                 break
+            victims.append(self._detach_unlocked(victim))
         self.stats.evictions += len(victims)
         return victims
 

@@ -495,6 +495,7 @@ class RemoteLogManager:
             min_one,
             lg.leader_epoch_cache.entries(),
             req.read_committed,
+            lambda start, upper: lg.collect_aborted_txns(start, upper, from_start=True)[0],
         )
         try:
             data = self.reader.read(spec)

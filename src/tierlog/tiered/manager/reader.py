@@ -27,12 +27,12 @@ is told to search locally instead, which saves remote index fetches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
-from tierlog.log.txn_index import AbortedTxn
+from tierlog.log.txn_index import AbortedTxn, collect_aborted
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import (
     NO_PARTITION_LEADER_EPOCH,
@@ -103,6 +103,9 @@ class RemoteReadSpec:
     min_one_message: bool
     epochs: Sequence[EpochEntry]
     read_committed: bool = False
+    local_aborted: Callable[[int, int], list[AbortedTxn]] | None = None
+    """read_committed: the aborted transactions of every local segment overlapping
+    ``[fetch_offset, upper_bound)``, searched once the remote segments run out."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,19 @@ class RemoteReader:
             )
         return md
 
+    def _next_with_txn_index(
+        self, spec: RemoteReadSpec, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The first remote segment at or after ``offset`` that has a transaction index,
+        through the epochs from the one holding ``offset``."""
+        epoch = epoch_for_offset(spec.epochs, offset)
+        while epoch is not None:
+            md = self._rlmm.next_segment_with_txn_index(spec.tip, epoch, offset)
+            if md is not None:
+                return md
+            epoch = next_epoch(spec.epochs, epoch)
+        return None
+
     def _segment_for(self, spec: RemoteReadSpec, offset: int) -> RemoteLogSegmentMetadata | None:
         epoch = epoch_for_offset(spec.epochs, offset)
         if epoch is None:
@@ -292,17 +308,25 @@ class RemoteReader:
     def _aborted_txns(
         self, spec: RemoteReadSpec, md: RemoteLogSegmentMetadata, upper_bound: int
     ) -> list[AbortedTxn]:
-        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` from this
-        segment's transaction index and the following remote segments'; local segments are
-        not consulted (a remote response never reaches past the remote tier's end)."""
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's
+        ``collectAbortedTransactions``): from this segment's remote transaction index and
+        each following remote segment's, then every local segment's, until an entry's LSO
+        reaches ``upper_bound``. An abort whose marker lies in a later segment than its data
+        is found that way, also when that segment is still only local. Segments uploaded with
+        an empty transaction index are skipped without loading anything (Kafka's
+        ``findNextSegmentWithTxnIndex``). Deduplicated: a segment both remote and local is
+        searched twice."""
         out: list[AbortedTxn] = []
         seg: RemoteLogSegmentMetadata | None = md
-        while seg is not None and seg.start_offset < upper_bound:
-            for t in self._cache.aborted_txns(seg):
-                if t.last_offset >= spec.fetch_offset and t.first_offset < upper_bound:
-                    out.append(t)
-            seg = self._segment_for(spec, seg.end_offset + 1)
-        return out
+        while seg is not None:
+            if not seg.txn_idx_empty and collect_aborted(
+                self._cache.aborted_txns(seg), spec.fetch_offset, upper_bound, out
+            ):
+                return list(dict.fromkeys(out))
+            seg = self._next_with_txn_index(spec, seg.end_offset + 1)
+        if spec.local_aborted is not None:
+            out.extend(spec.local_aborted(spec.fetch_offset, upper_bound))
+        return list(dict.fromkeys(out))
 
     # --- ListOffsets ----------------------------------------------------------------------
 

@@ -1,0 +1,120 @@
+"""The transaction coordinator in a three-broker cluster: ``__transaction_state`` is created
+through ZooKeeper with ``transaction.state.log.replication.factor``, the coordinator of a
+transactional id is the leader of its partition (FindCoordinator key type 1, from every
+broker), produce verification asks it over the wire (KIP-890), and markers go over the wire
+to each partition's leader, so that read_committed sees the committed transaction only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.helpers.txn_clients import read_all
+from tierlog.client import WireConnection
+from tierlog.cluster import paths
+from tierlog.cluster.registration import live_brokers
+from tierlog.cluster.znodes import PartitionState
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC, coordinator_partition
+
+TXN_PARTITIONS = 3
+TOPIC = "tx-orders"
+PARTITIONS = 3
+TID = "cluster-tx"
+
+
+def _start(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo: KazooClient
+) -> dict[int, BrokerProcess]:
+    brokers = {
+        i: broker_factory(
+            overrides={
+                "zookeeper.connect": zk_connect,
+                "zookeeper.session.timeout.ms": "2000",
+                "broker.id": str(i),
+                "remote.log.storage.system.enable": "false",
+                "replica.lag.time.max.ms": "4000",
+                "replica.fetch.wait.max.ms": "200",
+                "replica.fetch.backoff.ms": "100",
+                "offsets.topic.num.partitions": "3",
+                "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+            }
+        )
+        for i in (1, 2, 3)
+    }
+    wait_until(lambda: sorted(live_brokers(kazoo)) == [1, 2, 3], 20, what="all registered")
+    return brokers
+
+
+def _bootstrap(brokers: dict[int, BrokerProcess]) -> str:
+    return ",".join(b.bootstrap for b in brokers.values() if b.running)
+
+
+def _txn_state(kazoo: KazooClient, p: int) -> PartitionState | None:
+    path = paths.partition_state(TRANSACTION_STATE_TOPIC, p)
+    if kazoo.exists(path) is None:
+        return None
+    return PartitionState.decode(kazoo.get(path)[0])
+
+
+def _full_isr(kazoo: KazooClient, p: int) -> PartitionState | None:
+    s = _txn_state(kazoo, p)
+    return s if s is not None and len(s.isr) == 3 else None
+
+
+def _find(broker: BrokerProcess, tid: str) -> tuple[int, int]:
+    with WireConnection.to_bootstrap(broker.bootstrap) as conn:
+        r = conn.call(ApiKey.FIND_COORDINATOR, 3, key=tid, key_type=1)
+    return int(r.error_code), int(r.node_id)
+
+
+def _producer(brokers: dict[int, BrokerProcess]) -> ck.Producer:
+    p = ck.Producer(
+        {
+            "bootstrap.servers": _bootstrap(brokers),
+            "transactional.id": TID,
+            "transaction.timeout.ms": 10000,
+            "linger.ms": 5,
+        }
+    )
+    p.init_transactions(60)
+    return p
+
+
+def test_coordinator_is_the_partition_leader_and_markers_reach_every_leader(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    brokers = _start(broker_factory, zk_connect, kazoo_client)
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    futures = admin.create_topics(
+        [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+        operation_timeout=15,
+    )
+    futures[TOPIC].result(30)
+
+    producer = _producer(brokers)
+    p = coordinator_partition(TID, TXN_PARTITIONS)
+    state = wait_until(lambda: _full_isr(kazoo_client, p), 30, what="the txn partition's ISR")
+    for b in brokers.values():
+        assert _find(b, TID) == (0, state.leader)
+
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"aborted-%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"committed-%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(60)
+
+    expected = sorted(b"committed-%d" % i for i in range(30))
+    got = read_all(_bootstrap(brokers), TOPIC, "read_committed", len(expected), PARTITIONS)
+    assert sorted(got) == expected
+    everything = read_all(_bootstrap(brokers), TOPIC, "read_uncommitted", 60, PARTITIONS)
+    assert len(everything) == 60
