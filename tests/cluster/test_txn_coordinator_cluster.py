@@ -2,7 +2,8 @@
 through ZooKeeper with ``transaction.state.log.replication.factor``, the coordinator of a
 transactional id is the leader of its partition (FindCoordinator key type 1, from every
 broker), produce verification asks it over the wire (KIP-890), and markers go over the wire
-to each partition's leader, so that read_committed sees the committed transaction only."""
+to each partition's leader, so that read_committed sees the committed transaction only; and a
+transaction in flight when its coordinator is killed with kill -9 completes or aborts whole."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ TID = "cluster-tx"
 
 
 def _start(
-    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo: KazooClient
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo: KazooClient,
+    extra: dict[str, str] | None = None,
 ) -> dict[int, BrokerProcess]:
     brokers = {
         i: broker_factory(
@@ -43,6 +47,7 @@ def _start(
                 "replica.fetch.backoff.ms": "100",
                 "offsets.topic.num.partitions": "3",
                 "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+                **(extra or {}),
             }
         )
         for i in (1, 2, 3)
@@ -118,3 +123,61 @@ def test_coordinator_is_the_partition_leader_and_markers_reach_every_leader(
     assert sorted(got) == expected
     everything = read_all(_bootstrap(brokers), TOPIC, "read_uncommitted", 60, PARTITIONS)
     assert len(everything) == 60
+
+
+def _new_leader(kazoo: KazooClient, p: int, old: int) -> PartitionState | None:
+    s = _txn_state(kazoo, p)
+    return s if s is not None and s.leader not in (-1, old) else None
+
+
+def test_a_transaction_in_flight_survives_kill_9_of_its_coordinator(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """The coordinator is killed between the transaction's writes and its commit: the new
+    coordinator finishes it (commit or abort, as a whole), and the producer goes on.
+
+    min.insync.replicas is 1 here (the transaction log's and the topic's): with 2, a surviving
+    follower of the new leader stops fetching after the election in this scenario, the ISR
+    shrinks below 2 and every write stalls; that is a replication issue, left open."""
+    brokers = _start(
+        broker_factory, zk_connect, kazoo_client, {"transaction.state.log.min.isr": "1"}
+    )
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    futures = admin.create_topics(
+        [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "1"})],
+        operation_timeout=15,
+    )
+    futures[TOPIC].result(30)
+    producer = _producer(brokers)
+    p = coordinator_partition(TID, TXN_PARTITIONS)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"first-%d" % i, partition=i % PARTITIONS)
+    producer.commit_transaction(60)
+
+    coordinator = wait_until(lambda: _full_isr(kazoo_client, p), 30, what="a full ISR").leader
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(TOPIC, b"second-%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    brokers[coordinator].kill()
+    second_committed = True
+    try:
+        producer.commit_transaction(90)
+    except ck.KafkaException as e:
+        second_committed = False
+        if e.args[0].txn_requires_abort():
+            producer.abort_transaction(90)
+        else:
+            producer = _producer({k: v for k, v in brokers.items() if v.running})
+    wait_until(lambda: _new_leader(kazoo_client, p, coordinator), 30, what="a new coordinator")
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"third", partition=0)
+    producer.commit_transaction(60)
+
+    expected = {b"first-%d" % i for i in range(30)} | {b"third"}
+    if second_committed:
+        expected |= {b"second-%d" % i for i in range(30)}
+    live = {k: v for k, v in brokers.items() if v.running}
+    got = read_all(_bootstrap(live), TOPIC, "read_committed", len(expected), PARTITIONS)
+    assert sorted(got) == sorted(expected)
