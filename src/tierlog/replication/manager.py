@@ -146,6 +146,8 @@ class ReplicaManager:
         self.partitions: dict[Key, Partition] = {}
         self.produces = DelayedProduces()
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._retiring: set[ReplicaFetcher] = set()
+        """Fetchers left idle, closing (``close`` finishes what a cancelled close left)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._creating: dict[str, asyncio.Task[None]] = {}
@@ -243,14 +245,14 @@ class ReplicaManager:
         for task in [*self._tasks, *self._creating.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._creating.values(), return_exceptions=True)
-        for fetcher in list(self._fetchers.values()):
+        for fetcher in [*self._fetchers.values(), *self._retiring]:
             await fetcher.close()
         self._fetchers.clear()
+        self._retiring.clear()
         self.produces.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        assert self._loop is not None
-        task = self._loop.create_task(coro)
+        task = (self._loop or asyncio.get_running_loop()).create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -314,6 +316,23 @@ class ReplicaManager:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         error = p.check_leader(current_leader_epoch)
         return (p, None) if error is None else (None, error)
+
+    def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
+        """KIP-951: the (leader id, leader epoch) a client told NOT_LEADER_OR_FOLLOWER here
+        should go to, as this broker knows it; None when that is no other live broker."""
+        view = self.view
+        info = None if view is None else view.partition(topic, index)
+        state = None if info is None else info.state
+        held = self.partitions.get((topic, index))
+        if held is not None and (state is None or held.leader_epoch > state.leader_epoch):
+            leader, epoch = held.leader, held.leader_epoch
+        elif state is not None:
+            leader, epoch = state.leader, state.leader_epoch
+        else:
+            return None
+        if leader in (NO_LEADER, self.broker_id) or leader not in self.live_brokers():
+            return None
+        return leader, epoch
 
     def live_brokers(self) -> set[int]:
         view = self.view
@@ -525,9 +544,31 @@ class ReplicaManager:
         fetcher.add(p.topic, p.index, p.log, p.leader_epoch)
 
     def _remove_from_fetchers(self, key: Key, keep_leader: int | None = None) -> None:
-        for (leader, _), fetcher in self._fetchers.items():
-            if leader != keep_leader:
-                fetcher.remove(key)
+        """Take ``key`` off every fetcher but ``keep_leader``'s; a fetcher left without
+        partitions is closed with its connection (Kafka's ``shutdownIdleFetcherThreads``).
+
+        A fetcher kept idle would hold a connection to a broker that may stop and come
+        back: the next leadership there would first fail on the dead socket and back off
+        ``replica.fetch.backoff.ms`` before reconnecting, holding every acks=all produce
+        of the new leader for that long."""
+        for fkey, fetcher in list(self._fetchers.items()):
+            if fkey[0] == keep_leader:
+                continue
+            fetcher.remove(key)
+            if not fetcher.partitions:
+                del self._fetchers[fkey]
+                self._retire(fetcher)
+
+    def _retire(self, fetcher: ReplicaFetcher) -> None:
+        self._retiring.add(fetcher)
+
+        async def close() -> None:
+            try:
+                await fetcher.close()
+            finally:
+                self._retiring.discard(fetcher)
+
+        self._spawn(close())
 
     def _endpoint(self, broker: int) -> tuple[str, int] | None:
         view = self.view
