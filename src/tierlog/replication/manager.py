@@ -156,6 +156,8 @@ class ReplicaManager:
         self._stopping = False
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
+        self._applied = asyncio.Event()
+        """Set, then replaced by a fresh one, whenever a partition state was applied."""
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
         self._next_pid = 0
@@ -333,6 +335,29 @@ class ReplicaManager:
         if leader in (NO_LEADER, self.broker_id) or leader not in self.live_brokers():
             return None
         return leader, epoch
+
+    async def wait_for_leader_epoch(self, topic: str, index: int, epoch: int) -> None:
+        """Wait until this broker has applied ``epoch`` of the partition, at most
+        ``replica.fetch.wait.max.ms``.
+
+        A follower that read the new state from ZooKeeper before its new leader did asks
+        the leader with an epoch the leader does not know yet; answered at once with
+        UNKNOWN_LEADER_EPOCH, it would back off ``replica.fetch.backoff.ms`` and hold every
+        acks=all produce of the new leader that long. The state is on its way through this
+        broker's watch, so the question waits for it, as a follower's fetch may wait here
+        anyway. Waiters hold one shared event; their number is bounded by the requests in
+        flight."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._fetch_settings.max_wait_ms / 1000
+        while True:
+            p = self.partitions.get((topic, index))
+            remaining = deadline - loop.time()
+            if (p is not None and p.leader_epoch >= epoch) or remaining <= 0 or self._closed:
+                return
+            try:
+                await asyncio.wait_for(self._applied.wait(), remaining)
+            except TimeoutError:
+                return
 
     def live_brokers(self) -> set[int]:
         view = self.view
@@ -515,6 +540,8 @@ class ReplicaManager:
                 self._add_to_fetcher(p)
         if changed:
             self._notify_leadership(p)
+            applied, self._applied = self._applied, asyncio.Event()
+            applied.set()
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
