@@ -14,7 +14,8 @@ Two measurements, each against a figure taken in the same run:
   plus one kcat read from the leader, summed over the leader and its followers, against a
   single-node broker doing the same produce (acks=1) plus read.
 
-Run: ``python bench/bench_replication.py [--mib 256] [--kills 20]`` (``make bench`` runs it).
+Run: ``python bench/bench_replication.py [--mib 256] [--kills 20] [--only cost|failover]``
+(``make bench`` runs both).
 """
 
 from __future__ import annotations
@@ -299,14 +300,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=int, default=int(os.environ.get("TIERLOG_BENCH_MIB", "256")))
     ap.add_argument("--kills", type=int, default=int(os.environ.get("TIERLOG_BENCH_KILLS", "20")))
+    ap.add_argument("--only", choices=["cost", "failover"], help="run one of the two measurements")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="tierlog-bench-repl-"))
     try:
-        print(f"== replication cost: {args.mib} MiB of {MESSAGE} B records, produce + one read")
-        single, by_role = replication_cost(root / "cost", args.mib)
-        print(f"  single node (acks=1)        {single:6.2f} CPU-s/GiB")
-        for role, cost in by_role.items():
-            print(f"  RF=3 acks=all, {role:<22}{cost:6.2f} CPU-s/GiB  ({cost / single:.2f}x)")
+        if args.only != "failover":
+            print(f"== replication cost: {args.mib} MiB of {MESSAGE} B records, produce + one read")
+            single, by_role = replication_cost(root / "cost", args.mib)
+            print(f"  single node (acks=1)        {single:6.2f} CPU-s/GiB")
+            for role, cost in by_role.items():
+                print(f"  RF=3 acks=all, {role:<22}{cost:6.2f} CPU-s/GiB  ({cost / single:.2f}x)")
+        if args.only == "cost":
+            return 0
         cluster = Cluster(root / "failover")
         try:
             cluster.create_topic()

@@ -798,7 +798,9 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
 ) -> None:
     """Controlled shutdown (Z-9, Z-10): the stopping leader announces it, the controller
     elects another ISR member and drops the broker from the ISR while it still runs, and
-    only then does it leave; acks=all keeps working on the new leader."""
+    only then does it leave; acks=all keeps working on the new leader. The move is one new
+    leader epoch: the stopping broker, still fetching as a follower meanwhile, is not taken
+    back into the ISR (KIP-841), which would cost a second one."""
     state = _state(kazoo_client)
     assert state is not None
     leader = cluster[state.leader]
@@ -808,6 +810,8 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
     assert moved is not None and moved.leader != state.leader
     assert moved.leader_epoch > state.leader_epoch and state.leader not in moved.isr
     assert _produce(cluster[moved.leader].bootstrap, -1, b"after") == 0
+    final = _state(kazoo_client)
+    assert final is not None and final.leader_epoch == state.leader_epoch + 1
 
 
 def test_topics_describe_json_shows_leadership(

@@ -363,6 +363,14 @@ class ReplicaManager:
         view = self.view
         return set() if view is None else set(view.brokers())
 
+    def _isr_candidates(self) -> set[int]:
+        """Brokers a follower may join the ISR from: live and not in a controlled shutdown
+        (KIP-841). A stopping broker keeps fetching until it leaves; taking it back into
+        the ISR would only make the controller remove it again with one more leader
+        epoch, which every follower and producer then has to follow."""
+        view = self.view
+        return set() if view is None else set(view.brokers()) - view.shutting_down()
+
     def after_leader_append(self, p: Partition) -> None:
         """L-4: followers' fetches parked in the purgatory read the new batch now (an
         acks=all append waits for them), and the ISR may be just the leader, so the HW may
@@ -389,7 +397,7 @@ class ReplicaManager:
         if p is None or not p.is_leader:
             return
         p.record_follower_fetch(replica, fetch_offset, -1, leader_leo, _now_ms())
-        expanded = p.isr_to_expand(replica, self.live_brokers())
+        expanded = p.isr_to_expand(replica, self._isr_candidates())
         if expanded is not None:
             self._write_isr(p, expanded)
         self._maybe_advance(p)
