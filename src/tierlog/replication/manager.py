@@ -241,6 +241,7 @@ class ReplicaManager:
 
     async def close(self) -> None:
         self._closed = True
+        self._applied.set()
         view = self.view
         if view is not None:
             view.remove_listener(self._on_view_change)
