@@ -5,60 +5,15 @@ epoch this broker is about to apply waits for that epoch instead of failing at o
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
+from tests.helpers.replica_manager import ME, replica_manager
 from tests.server.group.group_helpers import run_async
 from tierlog.cluster.cluster_view import PartitionInfo
 from tierlog.cluster.znodes import PartitionState
-from tierlog.config.broker import load_broker_config
-from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
 from tierlog.replication.manager import ReplicaManager
 
-ME = 1
 TOPIC = "t"
-
-
-class _Topics:
-    def __init__(self, logs: LogManager) -> None:
-        self.logs = logs
-        logs.create_log(TopicPartition(TOPIC, 0), uuid.uuid4())
-
-    def get(self, name: str) -> Any:
-        return object() if name == TOPIC else None
-
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get_log(TopicPartition(topic, partition))
-
-    def effective_config(self, info: Any) -> dict[str, Any]:
-        return {"min.insync.replicas": 1}
-
-    def create(self, name: str, *a: Any, **kw: Any) -> Any:
-        raise AssertionError("not used")
-
-
-@asynccontextmanager
-async def _manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    logs = LogManager([tmp_path], LogConfig())
-    logs.load()
-    config = load_broker_config(
-        {
-            "log.dirs": str(tmp_path),
-            "broker.id": str(ME),
-            "zookeeper.connect": "127.0.0.1:1",
-            "replica.fetch.wait.max.ms": "60000",
-            "replica.lag.time.max.ms": "60000",
-        }
-    )
-    m = ReplicaManager(config, _Topics(logs), logs, lambda _key: None)
-    try:
-        yield m
-    finally:
-        await m.close()
-        logs.shutdown()
 
 
 def _apply(m: ReplicaManager, leader: int, epoch: int) -> None:
@@ -70,7 +25,9 @@ def _apply(m: ReplicaManager, leader: int, epoch: int) -> None:
 async def test_a_fetcher_left_without_partitions_is_closed(tmp_path: Path) -> None:
     """Kafka's ``shutdownIdleFetcherThreads``: an idle fetcher would keep a connection to a
     broker that may restart, and fail on it the next time that broker leads."""
-    async with _manager(tmp_path) as m:
+    async with replica_manager(
+        tmp_path, {TOPIC: 1}, replica_fetch_wait_max_ms="60000", replica_lag_time_max_ms="60000"
+    ) as m:
         _apply(m, 2, 1)
         (fetcher,) = m._fetchers.values()
         assert fetcher.leader_id == 2 and (TOPIC, 0) in fetcher.partitions
@@ -87,7 +44,9 @@ async def test_a_wait_for_a_leader_epoch_ends_when_the_epoch_is_applied(tmp_path
     """A follower may read the new state before its new leader does; the leader's answer
     waits for the epoch (here bounded by a 60 s ``replica.fetch.wait.max.ms``) and ends as
     soon as the state is applied, not at the bound."""
-    async with _manager(tmp_path) as m:
+    async with replica_manager(
+        tmp_path, {TOPIC: 1}, replica_fetch_wait_max_ms="60000", replica_lag_time_max_ms="60000"
+    ) as m:
         _apply(m, 2, 1)
         waiting = asyncio.create_task(m.wait_for_leader_epoch(TOPIC, 0, 2))
         await asyncio.sleep(0)
