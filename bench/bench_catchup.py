@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import confluent_kafka as ck
 from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_replication import produce
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tests.helpers.zookeeper import ZooKeeperServer
@@ -111,35 +111,6 @@ class Cluster:
         self.zk.stop()
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    p = ck.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.kbytes": 256 * 1024,
-            "log_level": 2,
-        }
-    )
-    payload = os.urandom(MESSAGE)
-    failed = 0
-
-    def done(err: ck.KafkaError | None, _msg: ck.Message) -> None:
-        nonlocal failed
-        failed += err is not None
-
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, payload, partition=0, on_delivery=done)
-                break
-            except BufferError:
-                p.poll(0.005)
-    if p.flush(900) != 0 or failed:
-        raise RuntimeError(f"{failed} deliveries failed or flush timed out")
-
-
 def local_bytes(broker: BrokerProcess, topic: str) -> int:
     return sum(f.stat().st_size for f in (broker.log_dir / f"{topic}-0").glob("*.log"))
 
@@ -149,7 +120,7 @@ def catch_up(cluster: Cluster, topic: str, count: int, local_limit: int | None) 
     third = cluster.brokers[3]
     third.stop(60)
     wait_until(lambda: not cluster.in_isr(topic, 3), 60, what="broker 3 out of the ISR")
-    produce(",".join(cluster.brokers[i].bootstrap for i in (1, 2)), topic, count)
+    produce(",".join(cluster.brokers[i].bootstrap for i in (1, 2)), count, "all", topic)
     state = cluster.state(topic)
     assert state is not None
     if local_limit is not None:

@@ -213,7 +213,9 @@ def failover_rounds(cluster: Cluster, rounds: int, sig: signal.Signals) -> list[
 
 
 # ---- replication cost ------------------------------------------------------------------------
-def produce(bootstrap: str, count: int, acks: str) -> None:
+def produce(bootstrap: str, count: int, acks: str, topic: str = TOPIC) -> None:
+    """``count`` 1 KiB records to partition 0 of ``topic``, in large batches; raises unless
+    every one is acknowledged."""
     p = ck.Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -234,7 +236,7 @@ def produce(bootstrap: str, count: int, acks: str) -> None:
     for _ in range(count):
         while True:
             try:
-                p.produce(TOPIC, payload, partition=0, on_delivery=on_delivery)
+                p.produce(topic, payload, partition=0, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.005)
