@@ -62,6 +62,24 @@ def test_an_idle_stream_gives_its_share_back() -> None:
     assert budget.used == 0
 
 
+def test_loads_in_flight_are_no_stream_and_are_never_reclaimed() -> None:
+    clock = Clock()
+    budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)
+    warm = budget.open_in_flight()
+    stream = budget.open(lambda: None)
+    assert budget.share() == 4 * CHUNK  # the only stream may have the whole budget
+    assert warm.try_acquire(CHUNK)
+    assert budget.share() == 4 * CHUNK  # loading for warm does not make it a stream
+    assert all(stream.try_acquire(CHUNK) for _ in range(3))
+    clock.now = 6.0  # both idle
+    newcomer = budget.open(lambda: None)
+    assert newcomer.try_acquire(CHUNK)  # the idle stream's holding comes back
+    assert stream.held == 0 and warm.held == CHUNK  # not the GET still in flight
+    assert budget.used == 2 * CHUNK
+    warm.release(CHUNK)
+    assert budget.used == CHUNK
+
+
 def test_closing_gives_everything_back_and_a_closed_budget_grants_nothing() -> None:
     budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
     a = budget.open(lambda: None)

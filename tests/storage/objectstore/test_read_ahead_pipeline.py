@@ -165,6 +165,17 @@ class DelayedBackend(SameStoreBackend):
             self.max_ahead_in_flight = self.ahead_in_flight
 
 
+class SteppedClock:
+    """The read-ahead budget's clock, moved on by the test alone: whether a stream is idle
+    is the test's decision, not how long a loaded machine takes between two lines."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def adaptive_rsm(tmp_path: Path, **extra: str) -> ObjectStoreRemoteStorageManager:
     return make_rsm(
         {
@@ -276,10 +287,12 @@ def test_a_stream_that_stops_being_read_gives_its_share_back(tmp_path: Path) -> 
             upload(plugin, tmp_path, 16, seed=s) for s in (1, 2)
         )
         budget = plugin.read_ahead_budget
+        clock = SteppedClock()
+        budget._clock = clock
         idle = plugin.fetch_log_segment(idle_md, 0)
         assert idle.read(1) == idle_data[:1]
+        # the only stream, right after configure: the whole budget is its share
         wait_until(lambda: budget.used == 2 * CHUNK, what="the first stream's window loaded")
-        stopped = time.monotonic()
         store = DelayedBackend(plugin.backend, latency=0)
         plugin.backend = store
         busy_key = plugin.keys_for(busy_md).log
@@ -287,7 +300,7 @@ def test_a_stream_that_stops_being_read_gives_its_share_back(tmp_path: Path) -> 
         assert busy.read(CHUNK) == busy_data[:CHUNK]
         assert budget.used == 2 * CHUNK  # all of it still the first stream's
         assert store.ahead_issued[busy_key] == 0  # so no read-ahead for the second
-        wait_until(lambda: time.monotonic() - stopped > 0.3, what="the first stream idle")
+        clock.now += 0.3  # past idle.timeout.ms: the first stream is idle
         assert busy.read(CHUNK) == busy_data[CHUNK : 2 * CHUNK]  # asks: the idle share goes
         wait_until(lambda: store.ahead_issued[busy_key] > 0, what="read-ahead for the second")
         assert busy.read() == busy_data[2 * CHUNK :]

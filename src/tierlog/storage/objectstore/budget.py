@@ -12,6 +12,11 @@ others drain. A stream that took or consumed nothing for ``idle_s`` is idle: it 
 count among the active streams, and when an active stream finds the budget full, every idle
 stream's holding is taken back (``Account.on_reclaim`` drops its loaded chunks).
 
+Loads that are no stream's (``warm``) take from the budget through an account opened with
+``open_in_flight``: it holds only GETs in flight, which nobody can drop, so it is never
+reclaimed, and as it has no reader it never counts among the active streams (a stream is not
+cut to half the budget because the plugin could warm).
+
 ``try_acquire`` never blocks: read-ahead that does not fit is simply not issued now (the
 stream tries again as its reader advances). The budget is owned by the plugin and closed
 with it; after ``close`` nothing is granted.
@@ -31,10 +36,18 @@ __all__ = ["Account", "ReadAheadBudget"]
 class Account:
     """One stream's holding; created by ``ReadAheadBudget.open``."""
 
-    __slots__ = ("_budget", "held", "last_used", "on_reclaim", "reclaimed")
+    __slots__ = ("_budget", "held", "last_used", "on_reclaim", "reclaimed", "stream")
 
-    def __init__(self, budget: ReadAheadBudget, on_reclaim: Callable[[], None], now: float):
+    def __init__(
+        self,
+        budget: ReadAheadBudget,
+        on_reclaim: Callable[[], None],
+        now: float,
+        *,
+        stream: bool = True,
+    ):
         self._budget = budget
+        self.stream = stream
         self.held = 0
         self.last_used = now
         self.on_reclaim = on_reclaim
@@ -74,7 +87,15 @@ class ReadAheadBudget:
         self._closed = False
 
     def open(self, on_reclaim: Callable[[], None]) -> Account:
-        account = Account(self, on_reclaim, self._clock())
+        """A stream's account: it counts among the active streams until it goes idle."""
+        return self._open(Account(self, on_reclaim, self._clock()))
+
+    def open_in_flight(self) -> Account:
+        """An account for loads that hold the budget only while their GETs are in flight
+        (``warm``): no stream, so never counted for the fair share nor reclaimed."""
+        return self._open(Account(self, lambda: None, self._clock(), stream=False))
+
+    def _open(self, account: Account) -> Account:
         with self._lock:
             if not self._closed:
                 self._accounts.add(account)
@@ -96,7 +117,9 @@ class ReadAheadBudget:
     # -- accounts -----------------------------------------------------------------------
 
     def _share(self, now: float) -> int:
-        active = sum(1 for a in self._accounts if now - a.last_used <= self._idle_s) or 1
+        active = (
+            sum(1 for a in self._accounts if a.stream and now - a.last_used <= self._idle_s) or 1
+        )
         return max(self._chunk, self.total // active)
 
     def _acquire(self, account: Account, nbytes: int) -> bool:
@@ -125,7 +148,7 @@ class ReadAheadBudget:
         idle = [
             a
             for a in self._accounts
-            if a is not asking and a.held > 0 and now - a.last_used > self._idle_s
+            if a is not asking and a.stream and a.held > 0 and now - a.last_used > self._idle_s
         ]
         for a in idle:
             self.used -= a.held

@@ -162,7 +162,7 @@ class ObjectStoreRemoteStorageManager(
             chunk=cfg.chunk_size,
             idle_s=cfg.fetch_chunk_cache_prefetch_idle_timeout_ms / 1000,
         )
-        self._warm_account = self.read_ahead_budget.open(lambda: None)
+        self._warm_account = self.read_ahead_budget.open_in_flight()
         self._laws: OrderedDict[TopicIdPartition, WindowLaw] = OrderedDict()
         self._laws_lock = threading.Lock()
         budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
