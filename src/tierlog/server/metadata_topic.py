@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from tierlog.client import fetch_fields
 from tierlog.cluster.assignment import assign_replicas
 from tierlog.cluster.topic_creation import TopicExistsError, create_topic
 from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
@@ -446,30 +447,7 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             partition,
             ApiKey.FETCH,
             _FETCH_VERSION,
-            replica_id=-1,
-            max_wait=datetime.timedelta(0),
-            min_bytes=0,
-            max_bytes=self._max_read_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": self._max_read_bytes,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+            **fetch_fields(METADATA_TOPIC, partition, offset, self._max_read_bytes),
         )
         p = response.responses[0].partitions[0]
         if int(p.error_code) != 0:
