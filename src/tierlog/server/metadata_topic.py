@@ -58,6 +58,17 @@ TopicCreator = Callable[[int, Mapping[str, str]], None]
 CREATE_WAIT_S = 30.0
 
 
+def _values_from(data: bytes, from_offset: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of the records in ``data`` from ``from_offset`` on: a read starts at
+    the batch holding ``from_offset``, and a record without a value carries no metadata."""
+    out: list[tuple[int, bytes]] = []
+    for h in scan_batches(data):
+        for r in iter_records(data[h.position : h.end]):
+            if r.offset >= from_offset and r.value is not None:
+                out.append((r.offset, r.value))
+    return out
+
+
 class LogMetadataTopicIO(MetadataTopicIO):
     """``MetadataTopicIO`` over a ``LogManager``.
 
@@ -136,12 +147,7 @@ class LogMetadataTopicIO(MetadataTopicIO):
         if from_offset >= lg.log_end_offset:
             return []
         data = lg.read(from_offset, self._max_read_bytes).to_bytes()
-        out: list[tuple[int, bytes]] = []
-        for h in scan_batches(data):
-            for r in iter_records(data[h.position : h.end]):
-                if r.offset >= from_offset and r.value is not None:
-                    out.append((r.offset, r.value))
-        return out
+        return _values_from(data, from_offset)
 
 
 def loop_topic_creator(
@@ -434,12 +440,7 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             if leader is None:
                 return []
             data = self._on_loop(self._fetch(leader, partition, from_offset), APPEND_DEADLINE_S)
-        out: list[tuple[int, bytes]] = []
-        for h in scan_batches(data):
-            for r in iter_records(data[h.position : h.end]):
-                if r.offset >= from_offset and r.value is not None:
-                    out.append((r.offset, r.value))
-        return out
+        return _values_from(data, from_offset)
 
     async def _fetch(self, leader: int, partition: int, offset: int) -> bytes:
         response = await self._ask_leader(
