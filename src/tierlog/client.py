@@ -44,6 +44,46 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+def fetch_fields(
+    topic: str,
+    partition: int,
+    offset: int,
+    max_bytes: int,
+    *,
+    isolation_level: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+) -> dict[str, Any]:
+    """The fields of a sessionless Fetch (v12 and on) of one partition from ``offset``, as a
+    client other than a follower sends it: no leader epoch known, no session, no rack."""
+    return {
+        "replica_id": -1,
+        "max_wait": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": isolation_level,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
 class WireConnection:
     """Not thread-safe: one per thread (Kafka answers a connection's requests in order)."""
 
@@ -119,34 +159,7 @@ class WireConnection:
 
         Tools need the record batches themselves (control batches included), which stock
         clients never hand out."""
-        r = self.call(
-            ApiKey.FETCH,
-            12,
-            replica_id=-1,
-            max_wait=0,
-            min_bytes=0,
-            max_bytes=max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": max_bytes,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        r = self.call(ApiKey.FETCH, 12, **fetch_fields(topic, partition, offset, max_bytes))
         p = r.responses[0].partitions[0]
         return int(p.error_code), bytes(p.records or b"")
 

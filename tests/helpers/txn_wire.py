@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tierlog.client import WireConnection
+from tierlog.client import WireConnection, fetch_fields
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 from tierlog.protocol.txn_markers import marker_of_batch
@@ -115,30 +115,15 @@ def fetch(
     r = conn.call(
         ApiKey.FETCH,
         12,
-        replica_id=-1,
-        max_wait=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=isolation_level,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": max_bytes,
-                    }
-                ],
-            }
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
+        **fetch_fields(
+            topic,
+            partition,
+            offset,
+            max_bytes,
+            isolation_level=isolation_level,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+        ),
     )
     p = r.responses[0].partitions[0]
     aborted = (

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from tierlog.client import fetch_fields
 from tierlog.cluster.assignment import assign_replicas
 from tierlog.cluster.topic_creation import TopicExistsError, create_topic
 from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
@@ -55,6 +56,17 @@ TopicCreator = Callable[[int, Mapping[str, str]], None]
 #: How long an RLMM thread waits for the event loop to create the topic before it gives up
 #: on this attempt (the RLMM retries until its initialization timeout).
 CREATE_WAIT_S = 30.0
+
+
+def _values_from(data: bytes, from_offset: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of the records in ``data`` from ``from_offset`` on: a read starts at
+    the batch holding ``from_offset``, and a record without a value carries no metadata."""
+    out: list[tuple[int, bytes]] = []
+    for h in scan_batches(data):
+        for r in iter_records(data[h.position : h.end]):
+            if r.offset >= from_offset and r.value is not None:
+                out.append((r.offset, r.value))
+    return out
 
 
 class LogMetadataTopicIO(MetadataTopicIO):
@@ -135,12 +147,7 @@ class LogMetadataTopicIO(MetadataTopicIO):
         if from_offset >= lg.log_end_offset:
             return []
         data = lg.read(from_offset, self._max_read_bytes).to_bytes()
-        out: list[tuple[int, bytes]] = []
-        for h in scan_batches(data):
-            for r in iter_records(data[h.position : h.end]):
-                if r.offset >= from_offset and r.value is not None:
-                    out.append((r.offset, r.value))
-        return out
+        return _values_from(data, from_offset)
 
 
 def loop_topic_creator(
@@ -433,12 +440,7 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             if leader is None:
                 return []
             data = self._on_loop(self._fetch(leader, partition, from_offset), APPEND_DEADLINE_S)
-        out: list[tuple[int, bytes]] = []
-        for h in scan_batches(data):
-            for r in iter_records(data[h.position : h.end]):
-                if r.offset >= from_offset and r.value is not None:
-                    out.append((r.offset, r.value))
-        return out
+        return _values_from(data, from_offset)
 
     async def _fetch(self, leader: int, partition: int, offset: int) -> bytes:
         response = await self._ask_leader(
@@ -446,30 +448,7 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
             partition,
             ApiKey.FETCH,
             _FETCH_VERSION,
-            replica_id=-1,
-            max_wait=datetime.timedelta(0),
-            min_bytes=0,
-            max_bytes=self._max_read_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                {
-                    "topic": METADATA_TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": self._max_read_bytes,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+            **fetch_fields(METADATA_TOPIC, partition, offset, self._max_read_bytes),
         )
         p = response.responses[0].partitions[0]
         if int(p.error_code) != 0:

@@ -175,9 +175,9 @@ async def handle_leave_group(state: BrokerState, req: Request) -> Any:
     )
 
 
-async def handle_offset_commit(state: BrokerState, req: Request) -> Any:
-    body = req.body
-    parts = tuple(
+def commit_partitions(topics: Any) -> tuple[gm.OffsetCommitPartition, ...]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request (same topic layout)."""
+    return tuple(
         gm.OffsetCommitPartition(
             topic=t.name,
             partition=int(p.partition_index),
@@ -185,9 +185,24 @@ async def handle_offset_commit(state: BrokerState, req: Request) -> Any:
             leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
             metadata=p.committed_metadata,
         )
-        for t in body.topics
+        for t in topics
         for p in t.partitions
     )
+
+
+def commit_results(result: gm.OffsetCommitResponse) -> list[dict[str, Any]]:
+    """The ``topics`` of an OffsetCommit or TxnOffsetCommit response, grouped by topic."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for r in result.partitions:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error_code}
+        )
+    return [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
+
+
+async def handle_offset_commit(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    parts = commit_partitions(body.topics)
     result = await state.groups.commit_offsets(
         gm.OffsetCommitRequest(
             group_id=body.group_id,
@@ -198,12 +213,7 @@ async def handle_offset_commit(state: BrokerState, req: Request) -> Any:
             partitions=parts,
         )
     )
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for r in result.partitions:
-        by_topic.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "error_code": r.error_code}
-        )
-    return _resp(req, topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()])
+    return _resp(req, topics=commit_results(result))
 
 
 def _fetch_group_of(group_id: str, topics: Any) -> gm.OffsetFetchGroup:

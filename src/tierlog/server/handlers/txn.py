@@ -19,6 +19,7 @@ from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group import model as gm
+from tierlog.server.handlers.groups import commit_partitions, commit_results
 from tierlog.server.state import BrokerState
 from tierlog.server.txn.coordinator import TxnCoordinator
 
@@ -266,17 +267,7 @@ async def txn_offset_commit(state: BrokerState, req: Request) -> Any:
     """TxnOffsetCommit: the group coordinator writes the offsets into the producer's
     transaction; they count once the COMMIT marker reaches the group's partition."""
     body = req.body
-    parts = tuple(
-        gm.OffsetCommitPartition(
-            topic=t.name,
-            partition=int(p.partition_index),
-            offset=int(p.committed_offset),
-            leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
-            metadata=p.committed_metadata,
-        )
-        for t in body.topics
-        for p in t.partitions
-    )
+    parts = commit_partitions(body.topics)
     result = await state.groups.commit_offsets(
         gm.OffsetCommitRequest(
             group_id=body.group_id,
@@ -287,9 +278,4 @@ async def txn_offset_commit(state: BrokerState, req: Request) -> Any:
         ),
         producer=(int(body.producer_id), int(body.producer_epoch)),
     )
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for r in result.partitions:
-        by_topic.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "error_code": r.error_code}
-        )
-    return _resp(req, topics=[{"name": n, "partitions": ps} for n, ps in by_topic.items()])
+    return _resp(req, topics=commit_results(result))

@@ -221,6 +221,17 @@ class TxnCoordinator:
 
     # --- writes -------------------------------------------------------------------------------
 
+    async def _decide(
+        self, transactional_id: str, decide: Callable[[sm.TxnMetadata | None], sm.Decision]
+    ) -> ErrorCode:
+        """The state machine's ``decide`` on ``transactional_id``'s current metadata, applied
+        by the partition that owns it; a coordinator that does not own it answers the error."""
+        found = self._lookup(transactional_id)
+        if isinstance(found, ErrorCode):
+            return found
+        partition, owned, meta = found
+        return await self._apply(partition, owned, decide(meta))
+
     async def _apply(self, partition: int, owned: _Owned, decision: sm.Decision) -> ErrorCode:
         """Install ``decision``; append its write (if any) and apply the outcome."""
         current = decision.current
@@ -362,32 +373,28 @@ class TxnCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> ErrorCode:
-        found = self._lookup(transactional_id)
-        if isinstance(found, ErrorCode):
-            return found
-        partition, owned, meta = found
-        decision = sm.add_partitions(
-            meta, transactional_id, producer_id, producer_epoch, partitions, self._now()
+        return await self._decide(
+            transactional_id,
+            lambda meta: sm.add_partitions(
+                meta, transactional_id, producer_id, producer_epoch, partitions, self._now()
+            ),
         )
-        return await self._apply(partition, owned, decision)
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
-        found = self._lookup(transactional_id)
-        if isinstance(found, ErrorCode):
-            return found
-        partition, owned, meta = found
-        decision = sm.add_offsets(
-            meta,
+        return await self._decide(
             transactional_id,
-            producer_id,
-            producer_epoch,
-            group_id,
-            self._now(),
-            self._config,
+            lambda meta: sm.add_offsets(
+                meta,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                group_id,
+                self._now(),
+                self._config,
+            ),
         )
-        return await self._apply(partition, owned, decision)
 
     def verify(
         self,
@@ -407,14 +414,12 @@ class TxnCoordinator:
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
-        found = self._lookup(transactional_id)
-        if isinstance(found, ErrorCode):
-            return found
-        partition, owned, meta = found
-        decision = sm.end_txn(
-            meta, transactional_id, producer_id, producer_epoch, commit, self._now()
+        return await self._decide(
+            transactional_id,
+            lambda meta: sm.end_txn(
+                meta, transactional_id, producer_id, producer_epoch, commit, self._now()
+            ),
         )
-        return await self._apply(partition, owned, decision)
 
     def describe(self, transactional_id: str) -> admin.DescribedTxn:
         found = self._lookup(transactional_id)
