@@ -17,6 +17,7 @@ from typing import Any
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
+from tierlog.protocol.fetch_request import fetch_fields
 
 _SIZE = struct.Struct(">i")
 
@@ -42,46 +43,6 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
         host, _, port = item.strip().rpartition(":")
         out.append((host.strip("[]") or "127.0.0.1", int(port)))
     return out
-
-
-def fetch_fields(
-    topic: str,
-    partition: int,
-    offset: int,
-    max_bytes: int,
-    *,
-    isolation_level: int = 0,
-    max_wait_ms: int = 0,
-    min_bytes: int = 0,
-) -> dict[str, Any]:
-    """The fields of a sessionless Fetch (v12 and on) of one partition from ``offset``, as a
-    client other than a follower sends it: no leader epoch known, no session, no rack."""
-    return {
-        "replica_id": -1,
-        "max_wait": max_wait_ms,
-        "min_bytes": min_bytes,
-        "max_bytes": max_bytes,
-        "isolation_level": isolation_level,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": max_bytes,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
 
 
 class WireConnection:

@@ -8,8 +8,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tierlog.client import WireConnection, fetch_fields
+from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.fetch_request import fetch_fields
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 from tierlog.protocol.txn_markers import marker_of_batch
 

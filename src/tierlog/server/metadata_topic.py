@@ -27,13 +27,13 @@ import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from tierlog.client import fetch_fields
 from tierlog.cluster.assignment import assign_replicas
 from tierlog.cluster.topic_creation import TopicExistsError, create_topic
 from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
 from tierlog.log.checkpoint import topic_id_to_base64
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.protocol.fetch_request import fetch_fields
 from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 from tierlog.replication.manager import ReplicaManager
 from tierlog.replication.wire import BrokerConnection
