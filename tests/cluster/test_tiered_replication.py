@@ -12,7 +12,11 @@ one remote tier they share (the directory RSM over a common directory):
 * a leader killed in the middle of a copy (stalled at the RSM boundary) leaves, once the
   new leader has settled, remote segments covering the history exactly once;
 * after an unclean election the new leader's expiration task deletes the remote segments
-  that are no longer in its leader-epoch lineage.
+  that are no longer in its leader-epoch lineage;
+* a replica reassigned to a broker that never held the partition bootstraps from the remote
+  tier and serves remote reads once it leads (ReassignReplicaExpand/Move/Shrink);
+* deleting a tiered topic while a replica is offline deletes its remote data exactly once and
+  every replica's local files, the offline one's when it returns.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.stalling_rsm import copying_file, hold_file
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import assignment, run_cli
 from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.cluster import paths
@@ -46,8 +52,13 @@ from tierlog.log.producer_state import ProducerEntry, decode_snapshot
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.topics import STATE_FILE
 from tierlog.storage.directory import COPY, DELETE, StorageEvent, read_events
-from tierlog.tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tierlog.tiered.api import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+)
 from tierlog.tiered.metadata.fold import fold_metadata
+from tierlog.tiered.metadata.serde import deserialize
 
 TOPIC = "tiered"
 METADATA_TOPIC = "__remote_log_metadata"
@@ -120,9 +131,9 @@ class Cluster:
         return {e.broker_id for e in self.events() if e.type == COPY and not e.failed}
 
 
-def _metadata_segments(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
-    """The topic's remote segments as ``__remote_log_metadata`` says, read as a client from
-    every metadata partition's leader and folded as the RLMM folds them."""
+def _metadata_values(cluster: Cluster) -> list[bytes]:
+    """Every record value of ``__remote_log_metadata``, read as a client from every metadata
+    partition's leader, partition by partition in offset order."""
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": cluster.bootstrap(), "group.id": "metadata-reader"}
     )
@@ -149,8 +160,13 @@ def _metadata_segments(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
         wait_until(read_all, 30, interval_s=0, what="the metadata topic read")
     finally:
         consumer.close()
-    ordered = [v for p in sorted(values) for _, v in sorted(values[p])]
-    caches = fold_metadata(ordered, None)
+    return [v for p in sorted(values) for _, v in sorted(values[p])]
+
+
+def _metadata_segments(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
+    """The topic's remote segments as ``__remote_log_metadata`` says, folded as the RLMM
+    folds them."""
+    caches = fold_metadata(_metadata_values(cluster), None)
     return [
         md
         for tip, cache in caches.items()
@@ -392,16 +408,11 @@ def test_metadata_topic_is_replicated_and_only_the_leader_copies(
     producing = Producing(cluster.bootstrap())
     producing.send(4 * N + 1)
     wait_until(
-        lambda: cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)],
+        lambda: _tiered_below_active(cluster, (1, 2, 3)),
         60,
-        what=f"4 segments tiered; saw {cluster.live_segments()}",
+        what="the history tiered and every replica's tiered local segments deleted",
     )
     assert cluster.copiers() == {2}
-    wait_until(
-        lambda: all(cluster.local_segments(b)[0] == 4 * N for b in (1, 2, 3)),
-        60,
-        what="every replica deleted its tiered local segments",
-    )
 
 
 def _replicas(cluster: Cluster, topic: str) -> dict[int, list[int]]:
@@ -420,11 +431,9 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
     b3.kill()
     producing = Producing(cluster.bootstrap())
     producing.send(4 * N + 2)
-    wait_until(
-        lambda: cluster.local_segments(1)[0] == 4 * N,
-        60,
-        what=f"broker 1 tiered 4 segments; local {cluster.local_segments(1)}",
-    )
+    start = wait_until(lambda: _tiered_below_active(cluster, (1, 2)), 60, what="history tiered")
+    assert start >= 2 * N
+    tiered = cluster.live_segments()
     b3.start()
     wait_until(
         lambda: (s := cluster.state()) is not None and sorted(s.isr) == [1, 2, 3],
@@ -432,19 +441,19 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
         what="broker 3 back in the ISR",
     )
     follower_segments = cluster.local_segments(3)
-    assert follower_segments[0] == 4 * N, follower_segments
+    assert follower_segments[0] == start, follower_segments
     assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
     assert cluster.epochs(3) == cluster.epochs(1)
-    snapshot = b3.log_dir / f"{TOPIC}-0" / f"{4 * N:020d}.snapshot"
+    snapshot = b3.log_dir / f"{TOPIC}-0" / f"{start:020d}.snapshot"
     follower_producers = {e.producer_id: e for e in decode_snapshot(snapshot.read_bytes())}
     assert len(follower_producers) == 1
     (entry,) = follower_producers.values()
-    assert entry.last_seq == 4 * N - 1
-    leader_snapshot = cluster.brokers[1].log_dir / f"{TOPIC}-0" / f"{4 * N:020d}.snapshot"
+    assert entry.last_seq == start - 1
+    leader_snapshot = cluster.brokers[1].log_dir / f"{TOPIC}-0" / f"{start:020d}.snapshot"
     if leader_snapshot.exists():
         leader_producers = {e.producer_id: e for e in decode_snapshot(leader_snapshot.read_bytes())}
         assert _producers(leader_producers.values()) == _producers(follower_producers.values())
-    assert cluster.live_segments() == [(i * N, i * N + N - 1) for i in range(4)]
+    assert cluster.live_segments() == tiered
 
     cluster.brokers[1].kill()
     wait_until(lambda: cluster.leader() == 3, 30, what="broker 3 leads")
@@ -606,3 +615,142 @@ def test_empty_follower_starts_after_the_last_tiered_offset(
     assert cluster.local_segments(3)[0] == 4 * N
     assert cluster.local_segments(2)[0] == 0
     assert cluster.epochs(3) == cluster.epochs(1)
+
+
+def test_reassigned_replica_bootstraps_from_remote_and_serves_remote_reads(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """ReassignReplicaExpand/Move/Shrink: [1, 2] moves to [2, 3] once broker 1 has tiered
+    and deleted its local segments. Broker 3, which never held the partition (its local log
+    is the empty one every broker creates), builds its state from the remote tier instead of
+    copying the history; broker 1 leaves. Then broker 3 leads, and a consumer from offset 0
+    reads everything through it, the history from the remote tier."""
+    _create_topic(cluster, [1, 2])
+    producing = Producing(cluster.bootstrap())
+    producing.send(4 * N + 1)
+    start = wait_until(
+        lambda: _tiered_below_active(cluster, (1, 2)), 60, what="the history tiered on [1, 2]"
+    )
+    assert start >= 2 * N
+    tiered = cluster.live_segments()
+    never_held = cluster.brokers[3].log_dir / f"{TOPIC}-0"
+    assert cluster.local_segments(3) == [0]
+    assert sum(p.stat().st_size for p in never_held.glob("*.log")) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": [2, 3]}]}
+        )
+    )
+    out = run_cli(
+        "reassign-partitions",
+        "--bootstrap-server",
+        cluster.bootstrap(),
+        "--reassignment-json-file",
+        str(plan),
+        "--execute",
+    )
+    assert out.returncode == 0, out.stderr
+
+    def settled() -> bool:
+        a = assignment(cluster.kazoo, TOPIC)
+        s = cluster.state()
+        return (
+            a is not None
+            and list(a.partitions[0]) == [2, 3]
+            and not a.adding
+            and not a.removing
+            and s is not None
+            and sorted(s.isr) == [2, 3]
+        )
+
+    wait_until(settled, 60, what="the reassignment to [2, 3] completed")
+    leader = cluster.leader()
+    assert leader in (2, 3)
+    b3 = cluster.brokers[3]
+    assert cluster.local_segments(3)[0] == start
+    assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
+    held = [e for e in cluster.epochs(leader) if e[1] < producing.sent]
+    assert cluster.epochs(3) == held, (cluster.epochs(3), cluster.epochs(leader))
+    assert cluster.live_segments() == tiered
+
+    cluster.brokers[2].stop()
+    wait_until(lambda: cluster.leader() == 3, 30, what="broker 3 leads")
+    got = _consume_all(cluster.bootstrap(), producing.sent)
+    assert [v for _, v in got] == [b"v-%05d" % i for i in range(producing.sent)]
+    assert [o for o, _ in got] == list(range(producing.sent))
+    assert _metric(b3, "tierlog_remote_fetch_requests_total", topic=TOPIC) >= 1
+
+
+def _tiered_below_active(cluster: Cluster, brokers: Iterable[int]) -> int | None:
+    """The local log start of ``brokers`` once each holds only its active segment and the
+    shared tier covers every offset below it exactly once. A segment rolls when its time
+    index is full, and batches within one millisecond share an entry, so where the segments
+    end is not fixed in advance."""
+    starts = set()
+    for b in brokers:
+        local = cluster.local_segments(b)
+        if len(local) != 1:
+            return None
+        starts.add(local[0])
+    if len(starts) != 1:
+        return None
+    (start,) = starts
+    return start if start > 0 and _covered_once(cluster.live_segments(), start) else None
+
+
+def _partition_deletes(cluster: Cluster, topic: str) -> list[tuple[int, str]]:
+    """(partition, state) of every partition-delete record of ``topic`` in
+    ``__remote_log_metadata``."""
+    records = [deserialize(v) for v in _metadata_values(cluster)]
+    return [
+        (r.topic_id_partition.partition, r.state.name)
+        for r in records
+        if isinstance(r, RemotePartitionDeleteMetadata) and r.topic_id_partition.topic == topic
+    ]
+
+
+def test_deleting_a_tiered_topic_with_a_replica_offline(cluster: Cluster) -> None:
+    """DeleteTopics on a tiered RF=3 topic while follower 3 is stopped: the remote data is
+    deleted once (one DELETE_PARTITION_FINISHED, by the leader), the shared tier keeps
+    nothing of the topic, the live replicas' local files go at once and broker 3's when it
+    comes back."""
+    _create_topic(cluster, [1, 2, 3])
+    producing = Producing(cluster.bootstrap())
+    producing.send(3 * N + 1)
+    wait_until(lambda: _tiered_below_active(cluster, (1, 2, 3)), 60, what="the history tiered")
+    b3 = cluster.brokers[3]
+    b3.stop()
+    assert any(cluster.remote.glob(f"{TOPIC}-0-*"))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.delete_topics([TOPIC], operation_timeout=20)[TOPIC].result(30)
+
+    def remote_empty() -> bool:
+        return not any(
+            p.is_file() for d in cluster.remote.glob(f"{TOPIC}-0-*") for p in d.rglob("*")
+        )
+
+    wait_until(remote_empty, 60, what=f"the shared tier emptied of {TOPIC}")
+    wait_until(
+        lambda: "DELETE_PARTITION_FINISHED" in {s for _, s in _partition_deletes(cluster, TOPIC)},
+        60,
+        what="DELETE_PARTITION_FINISHED published",
+    )
+    live = [cluster.brokers[1].log_dir / f"{TOPIC}-0", cluster.brokers[2].log_dir / f"{TOPIC}-0"]
+    wait_until(
+        lambda: not any(d.exists() for d in live), 30, what="the live replicas' files removed"
+    )
+    assert (b3.log_dir / f"{TOPIC}-0").is_dir()
+    b3.start()
+    wait_until(
+        lambda: not (b3.log_dir / f"{TOPIC}-0").exists(), 30, what="broker 3's files removed"
+    )
+    deletes = _partition_deletes(cluster, TOPIC)
+    assert [s for _, s in deletes].count("DELETE_PARTITION_FINISHED") == 1, deletes
+    assert [s for _, s in deletes].count("DELETE_PARTITION_MARKED") == 1, deletes
+    assert {p for p, _ in deletes} == {0}
+    deleted = {e.segment_id for e in cluster.events() if e.type == DELETE and not e.failed}
+    copied = {e.segment_id for e in cluster.events() if e.type == COPY and not e.failed}
+    assert deleted == copied
+    assert len([e for e in cluster.events() if e.type == DELETE and not e.failed]) == len(copied)
+    assert remote_empty()
