@@ -148,3 +148,57 @@ def test_a_lookup_gets_manifest_and_indexes_at_once_and_a_later_chunk_no_chunk_0
         assert backend.gets["log"] == 1
     finally:
         plugin.close()
+
+
+class ChunkZeroCountingBackend(SameStoreBackend):
+    """Counts the GETs of the log object that start at its first byte (chunk 0's)."""
+
+    def __init__(self, inner: ObjectBackend) -> None:
+        super().__init__(inner)
+        self.chunk_0_gets = 0
+        self._lock = threading.Lock()
+
+    def get_range_view(
+        self, key: str, start: int, end: int, object_type: str = "log"
+    ) -> memoryview:
+        if object_type == "log" and start == 0:
+            with self._lock:
+                self.chunk_0_gets += 1
+        return super().get_range_view(key, start, end, object_type)
+
+
+def test_a_reader_paused_before_claiming_chunk_0_does_not_fetch_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one fetch thread: a task queued behind the early GETs finishes after them
+    props, md, data = stored_segment(tmp_path, {"fetch.thread.pool.size": "1"})
+    plugin = make_rsm(props)
+    backend = ChunkZeroCountingBackend(plugin.backend)
+    plugin.backend = backend
+    checked = threading.Event()
+    resume = threading.Event()
+    holds = plugin.manifest_cache.holds
+
+    def holds_then_pause(key: str) -> bool:
+        """The first reader sees the manifest absent, then is held before it claims."""
+        answer = holds(key)
+        if not checked.is_set():
+            checked.set()
+            assert resume.wait(10)
+        return answer
+
+    monkeypatch.setattr(plugin.manifest_cache, "holds", holds_then_pause)
+    try:
+        with ThreadPoolExecutor(1) as readers:
+            first = readers.submit(lambda: plugin.fetch_log_segment(md, 0).read(100))
+            assert checked.wait(10)
+            # a second reader of the segment loads the manifest and uses the early chunk 0
+            with plugin.fetch_log_segment(md, 0) as stream:
+                assert stream.read(100) == data[:100]
+            resume.set()
+            assert first.result(10) == data[:100]
+        plugin._fetch_pool.submit(lambda: None).result(10)
+        assert backend.chunk_0_gets == 1
+    finally:
+        resume.set()
+        plugin.close()

@@ -429,12 +429,22 @@ class ObjectStoreRemoteStorageManager(
         The broker's reader looks the offset up while its stream starts, so a read at a
         segment's first batch has the manifest, the indexes and chunk 0 in flight at once.
         Both are checked against the manifest when it arrives, and used only if they cover
-        what it says."""
+        what it says.
+
+        An early GET is a claim in ``_first_touch``, taken under the lock and held until
+        the read it serves takes it, which happens only once the manifest is resident. So
+        under the lock "neither claimed nor resident" means no reader of this manifest
+        load has fetched it: a reader that saw the manifest absent and was delayed before
+        the lock, while another claimed and used chunk 0, finds the manifest resident and
+        issues nothing. A manifest still loading is not enough to skip: the lookup and the
+        stream of one read each claim their own early GET while it loads."""
         keys = self.keys_for(metadata)
         if self.manifest_cache.holds(keys.manifest):
             return
         cfg = self.config
         with self._first_touch_lock:
+            if keys.manifest in self.manifest_cache:
+                return
             if position is None and keys.indexes not in self._first_touch:
                 self._first_touch[keys.indexes] = self._fetch_pool.submit(
                     self.backend.get, keys.indexes, "indexes"
