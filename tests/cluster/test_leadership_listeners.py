@@ -6,49 +6,16 @@ reported; a listener added late is told the current roles; a replica that goes a
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from tests.helpers.replica_manager import ME, replica_manager
 from tests.server.group.group_helpers import run_async
 from tierlog.cluster.cluster_view import PartitionInfo
 from tierlog.cluster.znodes import PartitionState
-from tierlog.config.broker import load_broker_config
-from tierlog.log import LogConfig, LogManager, PartitionLog, TopicPartition
 from tierlog.replication.manager import ReplicaManager
 
-ME = 1
 TOPIC = "__consumer_offsets"
-
-
-class _Topics:
-    """The two topics' logs, as the broker's topic manager gives them."""
-
-    def __init__(self, logs: LogManager) -> None:
-        self.logs = logs
-        for topic in (TOPIC, "other"):
-            for p in range(2):
-                logs.create_log(TopicPartition(topic, p), uuid.uuid4())
-
-    def get(self, name: str) -> Any:
-        return object() if name in (TOPIC, "other") else None
-
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get_log(TopicPartition(topic, partition))
-
-    def all(self) -> list[Any]:
-        return []
-
-    def delete(self, name: str) -> Any:
-        raise AssertionError("not used")
-
-    def effective_config(self, info: Any) -> dict[str, Any]:
-        return {"min.insync.replicas": 1}
-
-    def create(self, name: str, *a: Any, **kw: Any) -> Any:
-        raise AssertionError("not used")
 
 
 class _Recorder:
@@ -63,19 +30,6 @@ class _Recorder:
 
     def stopped(self, partition: int) -> None:
         self.calls.append(("stopped", partition, -1))
-
-
-@asynccontextmanager
-async def _manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
-    logs = LogManager([tmp_path], LogConfig())
-    logs.load()
-    config = load_broker_config(
-        {"log.dirs": str(tmp_path), "broker.id": str(ME), "zookeeper.connect": "127.0.0.1:1"}
-    )
-    m = ReplicaManager(config, _Topics(logs), logs, lambda _key: None)
-    yield m
-    await m.close()
-    logs.shutdown()
 
 
 def _apply(
@@ -101,7 +55,7 @@ def _states(m: ReplicaManager, states: Mapping[int, tuple[int, int]]) -> None:
 
 @run_async
 async def test_calls_follow_leader_epochs_in_order(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
         rec = _Recorder()
         manager.add_leadership_listener(TOPIC, rec)
         _apply(manager, 0, ME, 1)
@@ -120,7 +74,7 @@ async def test_calls_follow_leader_epochs_in_order(tmp_path: Path) -> None:
 
 @run_async
 async def test_no_leader_is_a_resignation(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
         rec = _Recorder()
         manager.add_leadership_listener(TOPIC, rec)
         _apply(manager, 1, ME, 1)
@@ -130,7 +84,7 @@ async def test_no_leader_is_a_resignation(tmp_path: Path) -> None:
 
 @run_async
 async def test_a_late_listener_is_told_the_current_roles(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
         _states(manager, {0: (2, 3), 1: (ME, 7)})
         rec = _Recorder()
         manager.add_leadership_listener(TOPIC, rec)
@@ -139,7 +93,7 @@ async def test_a_late_listener_is_told_the_current_roles(tmp_path: Path) -> None
 
 @run_async
 async def test_a_replica_moved_away_is_stopped(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
         rec = _Recorder()
         manager.add_leadership_listener(TOPIC, rec)
         _apply(manager, 0, ME, 1)
@@ -149,7 +103,7 @@ async def test_a_replica_moved_away_is_stopped(tmp_path: Path) -> None:
 
 @run_async
 async def test_only_the_listened_topic_is_reported_and_removal_stops_calls(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
         rec = _Recorder()
         manager.add_leadership_listener(TOPIC, rec)
         _apply(manager, 0, ME, 1, topic="other")
@@ -161,7 +115,7 @@ async def test_only_the_listened_topic_is_reported_and_removal_stops_calls(tmp_p
 
 @run_async
 async def test_a_failing_listener_does_not_stop_the_others(tmp_path: Path) -> None:
-    async with _manager(tmp_path) as manager:
+    async with replica_manager(tmp_path, {TOPIC: 2, "other": 2}) as manager:
 
         class Broken(_Recorder):
             def became_leader(self, partition: int, leader_epoch: int) -> None:

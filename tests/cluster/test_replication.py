@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -457,6 +458,54 @@ def test_leader_rules_on_the_wire(
     assert errors(follower.bootstrap, epoch)[:3] == (6, 6, 6)
 
 
+def test_not_leader_answer_names_the_current_leader(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """KIP-951: a Produce (v10+) to a broker that does not lead the partition answers
+    NOT_LEADER_OR_FOLLOWER with the leader's id and epoch in ``current_leader`` and its
+    endpoint in ``node_endpoints``, so the client skips a Metadata round trip; older
+    versions get the bare error."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+    from tierlog.protocol.records import SimpleRecord, build_batch
+
+    state = _state(kazoo_client)
+    assert state is not None
+    follower = next(b for i, b in cluster.items() if i != state.leader)
+
+    def produce(version: int) -> object:
+        with WireConnection.to_bootstrap(follower.bootstrap) as conn:
+            return conn.call(
+                ApiKey.PRODUCE,
+                version,
+                transactional_id=None,
+                acks=-1,
+                timeout=5000,
+                topic_data=[
+                    {
+                        "name": TOPIC,
+                        "partition_data": [
+                            {"index": 0, "records": build_batch([SimpleRecord(b"v", None)])}
+                        ],
+                    }
+                ],
+            )
+
+    r: Any = produce(10)
+    p = r.responses[0].partition_responses[0]
+    assert int(p.error_code) == 6
+    assert (int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)) == (
+        state.leader,
+        state.leader_epoch,
+    )
+    host, port = cluster[state.leader].host_port
+    assert [(int(e.node_id), e.host, int(e.port)) for e in r.node_endpoints] == [
+        (state.leader, host, port)
+    ]
+    old: Any = produce(9)
+    assert int(old.responses[0].partition_responses[0].error_code) == 6
+
+
 def test_acks_all_times_out_while_a_follower_in_the_isr_is_stalled(
     cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
 ) -> None:
@@ -754,7 +803,9 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
 ) -> None:
     """Controlled shutdown (Z-9, Z-10): the stopping leader announces it, the controller
     elects another ISR member and drops the broker from the ISR while it still runs, and
-    only then does it leave; acks=all keeps working on the new leader."""
+    only then does it leave; acks=all keeps working on the new leader. The move is one new
+    leader epoch: the stopping broker, still fetching as a follower meanwhile, is not taken
+    back into the ISR (KIP-841), which would cost a second one."""
     state = _state(kazoo_client)
     assert state is not None
     leader = cluster[state.leader]
@@ -764,6 +815,8 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
     assert moved is not None and moved.leader != state.leader
     assert moved.leader_epoch > state.leader_epoch and state.leader not in moved.isr
     assert _produce(cluster[moved.leader].bootstrap, -1, b"after") == 0
+    final = _state(kazoo_client)
+    assert final is not None and final.leader_epoch == state.leader_epoch + 1
 
 
 def test_topics_describe_json_shows_leadership(

@@ -158,6 +158,8 @@ class ReplicaManager:
         self.partitions: dict[Key, Partition] = {}
         self.produces = DelayedProduces()
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._retiring: set[ReplicaFetcher] = set()
+        """Fetchers left idle, closing (``close`` finishes what a cancelled close left)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._creating: dict[str, asyncio.Task[None]] = {}
@@ -166,6 +168,8 @@ class ReplicaManager:
         self._stopping = False
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
+        self._applied = asyncio.Event()
+        """Set, then replaced by a fresh one, whenever a partition state was applied."""
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
         self._next_pid = 0
@@ -265,20 +269,21 @@ class ReplicaManager:
 
     async def close(self) -> None:
         self._closed = True
+        self._applied.set()
         view = self.view
         if view is not None:
             view.remove_listener(self._on_view_change)
         for task in [*self._tasks, *self._creating.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._creating.values(), return_exceptions=True)
-        for fetcher in list(self._fetchers.values()):
+        for fetcher in [*self._fetchers.values(), *self._retiring]:
             await fetcher.close()
         self._fetchers.clear()
+        self._retiring.clear()
         self.produces.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        assert self._loop is not None
-        task = self._loop.create_task(coro)
+        task = (self._loop or asyncio.get_running_loop()).create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -362,9 +367,57 @@ class ReplicaManager:
         error = p.check_leader(current_leader_epoch)
         return (p, None) if error is None else (None, error)
 
+    def current_leader(self, topic: str, index: int) -> tuple[int, int] | None:
+        """KIP-951: the (leader id, leader epoch) a client told NOT_LEADER_OR_FOLLOWER here
+        should go to, as this broker knows it; None when that is no other live broker."""
+        view = self.view
+        info = None if view is None else view.partition(topic, index)
+        state = None if info is None else info.state
+        held = self.partitions.get((topic, index))
+        if held is not None and (state is None or held.leader_epoch > state.leader_epoch):
+            leader, epoch = held.leader, held.leader_epoch
+        elif state is not None:
+            leader, epoch = state.leader, state.leader_epoch
+        else:
+            return None
+        if leader in (NO_LEADER, self.broker_id) or leader not in self.live_brokers():
+            return None
+        return leader, epoch
+
+    async def wait_for_leader_epoch(self, topic: str, index: int, epoch: int) -> None:
+        """Wait until this broker has applied ``epoch`` of the partition, at most
+        ``replica.fetch.wait.max.ms``.
+
+        A follower that read the new state from ZooKeeper before its new leader did asks
+        the leader with an epoch the leader does not know yet; answered at once with
+        UNKNOWN_LEADER_EPOCH, it would back off ``replica.fetch.backoff.ms`` and hold every
+        acks=all produce of the new leader that long. The state is on its way through this
+        broker's watch, so the question waits for it, as a follower's fetch may wait here
+        anyway. Waiters hold one shared event; their number is bounded by the requests in
+        flight."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._fetch_settings.max_wait_ms / 1000
+        while True:
+            p = self.partitions.get((topic, index))
+            remaining = deadline - loop.time()
+            if (p is not None and p.leader_epoch >= epoch) or remaining <= 0 or self._closed:
+                return
+            try:
+                await asyncio.wait_for(self._applied.wait(), remaining)
+            except TimeoutError:
+                return
+
     def live_brokers(self) -> set[int]:
         view = self.view
         return set() if view is None else set(view.brokers())
+
+    def _isr_candidates(self) -> set[int]:
+        """Brokers a follower may join the ISR from: live and not in a controlled shutdown
+        (KIP-841). A stopping broker keeps fetching until it leaves; taking it back into
+        the ISR would only make the controller remove it again with one more leader
+        epoch, which every follower and producer then has to follow."""
+        view = self.view
+        return set() if view is None else set(view.brokers()) - view.shutting_down()
 
     def after_leader_append(self, p: Partition) -> None:
         """L-4: followers' fetches parked in the purgatory read the new batch now (an
@@ -392,7 +445,7 @@ class ReplicaManager:
         if p is None or not p.is_leader:
             return
         p.record_follower_fetch(replica, fetch_offset, -1, leader_leo, _now_ms())
-        expanded = p.isr_to_expand(replica, self.live_brokers())
+        expanded = p.isr_to_expand(replica, self._isr_candidates())
         if expanded is not None:
             self._write_isr(p, expanded)
         self._maybe_advance(p)
@@ -576,6 +629,8 @@ class ReplicaManager:
         if changed:
             self._notify_leadership(p)
             self._role_changed(p)
+            applied, self._applied = self._applied, asyncio.Event()
+            applied.set()
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
@@ -607,9 +662,31 @@ class ReplicaManager:
         fetcher.add(p.topic, p.index, p.log, p.leader_epoch)
 
     def _remove_from_fetchers(self, key: Key, keep_leader: int | None = None) -> None:
-        for (leader, _), fetcher in self._fetchers.items():
-            if leader != keep_leader:
-                fetcher.remove(key)
+        """Take ``key`` off every fetcher but ``keep_leader``'s; a fetcher left without
+        partitions is closed with its connection (Kafka's ``shutdownIdleFetcherThreads``).
+
+        A fetcher kept idle would hold a connection to a broker that may stop and come
+        back: the next leadership there would first fail on the dead socket and back off
+        ``replica.fetch.backoff.ms`` before reconnecting, holding every acks=all produce
+        of the new leader for that long."""
+        for fkey, fetcher in list(self._fetchers.items()):
+            if fkey[0] == keep_leader:
+                continue
+            fetcher.remove(key)
+            if not fetcher.partitions:
+                del self._fetchers[fkey]
+                self._retire(fetcher)
+
+    def _retire(self, fetcher: ReplicaFetcher) -> None:
+        self._retiring.add(fetcher)
+
+        async def close() -> None:
+            try:
+                await fetcher.close()
+            finally:
+                self._retiring.discard(fetcher)
+
+        self._spawn(close())
 
     def endpoint_of(self, broker: int) -> tuple[str, int] | None:
         """Where a live broker serves (its first advertised listener), or None."""

@@ -3,7 +3,9 @@ the epoch cache (``LeaderEpochCache.end_offset_for``, spec §4.3).
 
 A follower asks it with its latest epoch to find where its log and the leader's diverge;
 consumers ask it to validate their position after a leader change. Only the leader answers,
-with the leader epoch check of KIP-320 on ``current_leader_epoch``.
+with the leader epoch check of KIP-320 on ``current_leader_epoch``. A follower asking with an
+epoch newer than this broker's has read a state this broker is about to apply: its question
+waits for it (``ReplicaManager.wait_for_leader_epoch``) before UNKNOWN_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def _answer(index: int, code: int, epoch: int = -1, end_offset: int = -1) -> dic
 
 async def handle_offset_for_leader_epoch(state: BrokerState, req: Request) -> Any:
     topics: list[dict[str, Any]] = []
+    replica_id = int(getattr(req.body, "replica_id", -1))
     for t in req.body.topics:
         parts: list[dict[str, Any]] = []
         for p in t.partitions:
@@ -32,7 +35,12 @@ async def handle_offset_for_leader_epoch(state: BrokerState, req: Request) -> An
             if plog is None:
                 parts.append(_answer(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            error = partition_error(state, t.topic, idx, int(p.current_leader_epoch))
+            current = int(p.current_leader_epoch)
+            error = partition_error(state, t.topic, idx, current)
+            repl = state.replication
+            if error == ErrorCode.UNKNOWN_LEADER_EPOCH and repl is not None and replica_id >= 0:
+                await repl.wait_for_leader_epoch(t.topic, idx, current)
+                error = partition_error(state, t.topic, idx, current)
             if error is not None:
                 parts.append(_answer(idx, error))
                 continue

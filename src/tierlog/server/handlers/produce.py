@@ -22,7 +22,10 @@ Cluster mode (``state.replication``) adds Kafka's leader rules around the same a
 partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, acks=all with an ISR
 below ``min.insync.replicas`` answers NOT_ENOUGH_REPLICAS before appending, the batch is
 stamped with the partition's leader epoch, and an acks=all append is answered once the high
-watermark passes it (``ReplicaManager.wait_for_acks``).
+watermark passes it (``ReplicaManager.wait_for_acks``). A NOT_LEADER_OR_FOLLOWER answer
+carries the leader this broker knows of (KIP-951, Produce v10+: ``current_leader`` per
+partition and the ``node_endpoints`` of those leaders), so a client moves to the new leader
+without a Metadata round trip, as after a controlled shutdown moved the leadership away.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import RECORDS_OFFSET, read_header
 from tierlog.replication.partition import Partition
+from tierlog.server.handlers.cluster_metadata import brokers
 from tierlog.server.router import CLOSE, NO_REPLY
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.txn_partition_hooks import produce_error_for
@@ -231,9 +235,14 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
         await _wait_for_replicas(state, appended, body.timeout.total_seconds())
     responses: list[dict[str, Any]] = []
     failed = False
+    leaders: set[int] = set()
     for name, parts in topics:
         answers = [_answer(state, name, a) if isinstance(a, _Appended) else a for a in parts]
         failed |= any(int(a["error_code"]) != 0 for a in answers)
+        for a in answers:
+            leader = _point_to_leader(state, name, a)
+            if leader is not None:
+                leaders.add(leader)
         responses.append({"name": name, "partition_responses": answers})
     if acks == 0:
         return CLOSE if failed else NO_REPLY
@@ -241,4 +250,18 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
         response_schema(ApiKey.PRODUCE, req.header.api_version),
         responses=responses,
         throttle_time=0,
+        node_endpoints=[b for b in brokers(state) if b["node_id"] in leaders] if leaders else [],
     )
+
+
+def _point_to_leader(state: BrokerState, name: str, answer: dict[str, Any]) -> int | None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its epoch;
+    the leader's id, whose endpoint the response then carries, or None."""
+    repl = state.replication
+    if repl is None or int(answer["error_code"]) != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return None
+    current = repl.current_leader(name, int(answer["index"]))
+    if current is None:
+        return None
+    answer["current_leader"] = {"leader_id": current[0], "leader_epoch": current[1]}
+    return current[0]
