@@ -134,17 +134,15 @@ def test_a_transaction_in_flight_survives_kill_9_of_its_coordinator(
     broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
 ) -> None:
     """The coordinator is killed between the transaction's writes and its commit: the new
-    coordinator finishes it (commit or abort, as a whole), and the producer goes on.
-
-    min.insync.replicas is 1 here (the transaction log's and the topic's): with 2, a surviving
-    follower of the new leader stops fetching after the election in this scenario, the ISR
-    shrinks below 2 and every write stalls; that is a replication issue, left open."""
+    coordinator finishes it (commit or abort, as a whole), and the producer goes on, with
+    min.insync.replicas 2 for the transaction log and the topic: the surviving follower of
+    the new leader keeps fetching, so the ISR keeps two members."""
     brokers = _start(
-        broker_factory, zk_connect, kazoo_client, {"transaction.state.log.min.isr": "1"}
+        broker_factory, zk_connect, kazoo_client, {"transaction.state.log.min.isr": "2"}
     )
     admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
     futures = admin.create_topics(
-        [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "1"})],
+        [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
         operation_timeout=15,
     )
     futures[TOPIC].result(30)

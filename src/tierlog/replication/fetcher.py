@@ -49,6 +49,13 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 class Phase(enum.Enum):
     TRUNCATING = "truncating"
     FETCHING = "fetching"
@@ -66,6 +73,9 @@ class FetchState:
     phase: Phase = Phase.TRUNCATING
     failed: bool = False
     delay_until: float = 0.0
+    last_error: int = 0
+    """The error the partition was backed off for since its last successful fetch (logged
+    when it changes, so a partition a leader keeps refusing is not silent)."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -199,6 +209,16 @@ class ReplicaFetcher:
             log.info("%s-%d: fenced at epoch %d; waiting for new state", *s.key, s.leader_epoch)
             s.failed = True
             return
+        if code != s.last_error:
+            s.last_error = code
+            log.info(
+                "%s-%d: leader %d answers %s at epoch %d; retrying every %d ms",
+                *s.key,
+                self.leader_id,
+                _error_name(code),
+                s.leader_epoch,
+                self.settings.backoff_ms,
+            )
         s.delay_until = time.monotonic() + self.settings.backoff_ms / 1000
 
     # ---- truncation (§4.3) ---------------------------------------------------------------
@@ -480,4 +500,5 @@ class ReplicaFetcher:
             log.exception("%s-%d: follower append failed; partition stopped", *s.key)
             s.failed = True
             return
+        s.last_error = 0
         self._on_appended(s.key)

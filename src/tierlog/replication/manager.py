@@ -72,8 +72,15 @@ Key = tuple[str, int]
 #: Replicated like a user topic: each broker's topic-based RLMM reads it (KIP-405).
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
 
-#: Internal topics that are cluster topics: created through ZooKeeper and replicated.
-REPLICATED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", REMOTE_LOG_METADATA_TOPIC})
+#: The transaction coordinator's log (``server.txn.schema``, which replication does not import).
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+#: Internal topics that are cluster topics: created through ZooKeeper and replicated. A
+#: topic missing here is served by the single-node paths, which know only leader epoch 0:
+#: its followers would be answered UNKNOWN_LEADER_EPOCH after the first election.
+REPLICATED_INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", TRANSACTION_STATE_TOPIC, REMOTE_LOG_METADATA_TOPIC}
+)
 
 PartitionRoleListener = Callable[[Partition], None]
 """Told, on the loop, of each partition that became leader or follower at a new leader
