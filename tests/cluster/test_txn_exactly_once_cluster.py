@@ -97,11 +97,15 @@ def _copied_past(bootstrap: str, copier: Copier, mark: int) -> bool:
 def _describe(brokers: dict[int, BrokerProcess]) -> list[str]:
     """DescribeTransactions of the copier's id at every live broker (the coordinator answers)."""
     found = []
-    for b in brokers.values():
-        if b.running:
+    for i, b in brokers.items():
+        if not b.running:
+            continue
+        try:
             with WireConnection.to_bootstrap(b.bootstrap) as conn:
                 r = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[TRANSACTIONAL_ID])
-            found.append(str(r.transaction_states[0]))
+            found.append(f"{i}: {r.transaction_states[0]}")
+        except Exception as e:  # a diagnostic: an answer the client cannot decode is shown
+            found.append(f"{i}: {e!r}")
     return found
 
 
@@ -144,9 +148,9 @@ def test_exactly_once_copy_survives_kill_9_of_brokers_in_the_cluster(
     victims: list[str] = []
     try:
         for round_ in range(KILL_ROUNDS):
-            mark = wait_until(partial(_sink_end, every), 60, what=f"round {round_}: sink's end")
+            mark = wait_until(partial(_sink_end, every), 60, 0.2, f"round {round_}: sink's end")
             try:
-                wait_until(partial(_copied_past, every, copier, mark), 60, what="progress")
+                wait_until(partial(_copied_past, every, copier, mark), 60, 0.2, "progress")
             except AssertionError as e:
                 raise AssertionError(
                     f"round {round_}: no progress; the transaction: {_describe(brokers)}"
