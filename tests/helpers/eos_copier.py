@@ -85,6 +85,7 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
                 in_txn = False
             except ck.KafkaException as e:
                 error = e.args[0]
+                print(f"copier: {error}", file=sys.stderr, flush=True)
                 if error.fatal():
                     print(f"fatal: {error}", file=sys.stderr, flush=True)
                     return 3

@@ -1,0 +1,92 @@
+"""Driving ``tests.helpers.eos_copier`` through crashes and judging its output, shared by the
+single-node and the three-broker exactly-once tests.
+
+* ``Copier(bootstrap, source, sink, total, partitions)``: owns the copier process. A copier
+  that exits non-zero (fenced, or an error it cannot abort) is replaced by a new one whose
+  InitProducerId fences any zombie; ``revive()`` does that and ``restarts`` counts it.
+  ``wait_finished`` waits (reviving) until a copier exits 0; ``close`` kills a live one.
+  Its output (librdkafka's log of the crashes) goes to the test's stderr, which pytest
+  captures: a pipe nobody reads would block the copier once full.
+* ``produce_input(bootstrap, topic, start, count, partitions)``: ``count`` records
+  ``b"<i>"`` from ``start`` on, round-robin over the partitions, idempotent and acks=all.
+* ``exactly_once_report(out, total)``: what the output lacks and what it holds twice,
+  empty when each ``b"out-<i>"`` is there exactly once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import confluent_kafka as ck
+
+from tests.helpers.poll import wait_until
+
+
+class Copier:
+    def __init__(self, bootstrap: str, source: str, sink: str, total: int, partitions: int):
+        self._args = [bootstrap, source, sink, str(total), str(partitions)]
+        self.restarts = 0
+        self._proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "tests.helpers.eos_copier", *self._args])
+
+    @property
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    @property
+    def finished(self) -> bool:
+        return self._proc.poll() == 0
+
+    def revive(self) -> None:
+        """A copier that exited non-zero is replaced (as an application's supervisor would)."""
+        code = self._proc.poll()
+        if code is not None and code != 0:
+            self._proc = self._spawn()
+            self.restarts += 1
+
+    def _done(self) -> bool:
+        self.revive()
+        return self.finished
+
+    def wait_finished(self, timeout_s: float) -> None:
+        wait_until(self._done, timeout_s=timeout_s, interval_s=0.2, what="the copier to finish")
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def produce_input(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+    p = ck.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.timeout.ms": 60000}
+    )
+    failed: list[str] = []
+
+    def done(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    for i in range(start, start + count):
+        p.produce(topic, b"%d" % i, partition=i % partitions, on_delivery=done)
+        p.poll(0)
+    assert p.flush(90) == 0 and not failed, failed[:3]
+
+
+def exactly_once_report(out: list[bytes], total: int) -> list[str]:
+    counts = Counter(out)
+    duplicated = sorted(v for v, n in counts.items() if n > 1)
+    lost = sorted({b"out-%d" % i for i in range(total)} - set(counts))
+    extra = sorted(set(counts) - {b"out-%d" % i for i in range(total)})
+    report = []
+    if lost:
+        report.append(f"{len(lost)} lost, e.g. {lost[:5]}")
+    if duplicated:
+        report.append(f"{len(duplicated)} duplicated, e.g. {duplicated[:5]}")
+    if extra:
+        report.append(f"{len(extra)} never sent, e.g. {extra[:5]}")
+    return report
