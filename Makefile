@@ -52,7 +52,8 @@ bench: install
 
 soak: install
 	TIERLOG_SOAK=1 $(VENV)/bin/pytest -q tests/reliability \
-		"tests/cluster/test_replication.py::test_kill_loop_keeps_every_acknowledged_record_once_in_order"
+		"tests/cluster/test_replication.py::test_kill_loop_keeps_every_acknowledged_record_once_in_order" \
+		tests/clients/test_txn_exactly_once_kill9.py tests/cluster/test_txn_exactly_once_cluster.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

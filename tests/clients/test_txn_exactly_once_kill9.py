@@ -1,10 +1,11 @@
 """The exactly-once loop under crashes: a consume-transform-produce copier (confluent-kafka,
 ``send_offsets_to_transaction``) copies a topic while the single broker is killed with
-``kill -9`` and restarted five times. The output read with read_committed holds each input
+``kill -9`` and restarted five times (fifty under ``TIERLOG_SOAK=1``, ``make soak``). The output read with read_committed holds each input
 record exactly once, and the group's committed offsets cover the whole input."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -12,9 +13,9 @@ from tests.helpers.broker import BrokerProcess
 from tests.helpers.eos_run import Copier, exactly_once_report, produce_input
 from tests.helpers.txn_clients import create_topic, read_all
 
-TOTAL = 5000
+KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
+TOTAL = 1000 * KILLS
 PARTITIONS = 2
-KILLS = 5
 
 
 def test_exactly_once_copy_survives_kill_9_of_the_broker(
