@@ -1,7 +1,8 @@
 """The exactly-once loop under crashes: a consume-transform-produce copier (confluent-kafka,
 ``send_offsets_to_transaction``) copies a topic while the single broker is killed with
-``kill -9`` and restarted five times (fifty under ``TIERLOG_SOAK=1``, ``make soak``). The output read with read_committed holds each input
-record exactly once, and the group's committed offsets cover the whole input."""
+``kill -9`` and restarted five times (fifty under ``TIERLOG_SOAK=1``, ``make soak``). The
+output read with read_committed holds each input record exactly once, and the group's
+committed offsets cover the whole input."""
 
 from __future__ import annotations
 
