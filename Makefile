@@ -39,11 +39,11 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 unit: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m "not soak"
 
 # The inner loop: everything but Spark and the end-to-end fault suites (see tests/conftest.py).
 quick: install
-	$(VENV)/bin/pytest -q -m "not spark and not slow"
+	$(VENV)/bin/pytest -q -m "not spark and not slow and not soak"
 
 test: lint typecheck unit
 

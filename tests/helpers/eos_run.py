@@ -9,6 +9,9 @@ single-node and the three-broker exactly-once tests.
   captures: a pipe nobody reads would block the copier once full.
 * ``produce_input(bootstrap, topic, start, count, partitions)``: ``count`` records
   ``b"<i>"`` from ``start`` on, round-robin over the partitions, idempotent and acks=all.
+* ``sink_end(bootstrap, sink, partitions)`` / ``copied_past(bootstrap, copier, mark)``: the
+  sink's total high watermark, and whether the copier has written past ``mark`` (reviving a
+  copier that died), so that a crash is injected only once the copier made progress.
 * ``exactly_once_report(out, total)``: what the output lacks and what it holds twice,
   empty when each ``b"out-<i>"`` is there exactly once.
 """
@@ -27,6 +30,8 @@ from tests.helpers.poll import wait_until
 class Copier:
     def __init__(self, bootstrap: str, source: str, sink: str, total: int, partitions: int):
         self._args = [bootstrap, source, sink, str(total), str(partitions)]
+        self.sink = sink
+        self.partitions = partitions
         self.restarts = 0
         self._proc = self._spawn()
 
@@ -90,3 +95,25 @@ def exactly_once_report(out: list[bytes], total: int) -> list[str]:
     if extra:
         report.append(f"{len(extra)} never sent, e.g. {extra[:5]}")
     return report
+
+
+def sink_end(bootstrap: str, sink: str, partitions: int) -> int | None:
+    """The sink's total high watermark (every transaction's records, committed or not), or
+    None while a leader cannot answer. A new client each time: one kept across the kills
+    could ask a leader from stale metadata."""
+    probe = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-probe"})
+    try:
+        return sum(
+            probe.get_watermark_offsets(ck.TopicPartition(sink, p), timeout=5)[1]
+            for p in range(partitions)
+        )
+    except ck.KafkaException:
+        return None
+    finally:
+        probe.close()
+
+
+def copied_past(bootstrap: str, copier: Copier, mark: int) -> bool:
+    copier.revive()
+    end = sink_end(bootstrap, copier.sink, copier.partitions)
+    return end is not None and end > mark
