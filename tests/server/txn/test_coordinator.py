@@ -447,3 +447,25 @@ def test_a_sender_that_ended_is_replaced_and_its_queue_drained() -> None:
         assert (pid, 1, False, 3, TP1) in rig.leaders.markers
 
     run(body)
+
+
+def test_a_round_stuck_past_its_timeout_is_retried() -> None:
+    async def body(rig: Rig) -> None:
+        stuck = asyncio.Event()
+        real_call = rig.leaders.call
+
+        async def call(api_key: ApiKey, version: int, timeout_s: float, **fields: Any) -> Any:
+            if not stuck.is_set():
+                stuck.set()
+                await asyncio.Event().wait()
+            return await real_call(api_key, version, timeout_s, **fields)
+
+        rig.leaders.call = call  # type: ignore[method-assign]
+        rig.coordinator._markers = MarkerChannel(
+            lambda tp: LEADER, rig.leaders.connect, retry_backoff_ms=1, request_timeout_s=0.05
+        )
+        await _commit(rig, [TP0])
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert stuck.is_set()
+
+    run(body)

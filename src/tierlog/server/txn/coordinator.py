@@ -304,7 +304,9 @@ class TxnCoordinator:
             written,
         )
         if not ok:
+            log.info("markers of %r abandoned or cancelled: it stays in Prepare*", tid)
             return
+        retrying = ErrorCode.NONE
         while not self._closed:
             if self._owned.get(partition) is not owned:
                 return
@@ -318,6 +320,9 @@ class TxnCoordinator:
                 if error is not ErrorCode.NONE:
                     log.warning("completing %r failed: %s", tid, error)
                 return
+            if error is not retrying:
+                retrying = error
+                log.info("completing %r: %s; retrying", tid, error.name)
             await asyncio.sleep(COMPLETE_RETRY_BACKOFF_S)
 
     async def _producer_id(self) -> int:

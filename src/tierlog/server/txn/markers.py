@@ -15,16 +15,17 @@ a marker whose leader cannot be resolved (no live leader, endpoint unknown, the 
 failing) waits and is resolved again, logged once each time its reason changes. A marker is
 dropped only when the resolver says its topic is gone.
 
-Each destination broker has one sender task and one bounded queue (``queue_bound``
-markers). A sender never dies of a failed round: any error sends that round's markers back
-through resolution; if it ends anyway, its queue is re-routed and the next marker for that
-destination starts a new sender. When a destination's queue is full, ``write`` waits for
-room: the EndTxn that led to it was already answered, so what waits is only that
-transaction's completion (its id keeps answering CONCURRENT_TRANSACTIONS), never a request
-handler or the event loop. A sender sends one WriteTxnMarkers per round with every marker
-queued for it, grouped by transaction. ``drop_owner`` cancels the queued markers of a
-``__transaction_state`` partition this broker no longer leads: the new coordinator resends
-them.
+Each destination broker has one sender task and one bounded queue (``queue_bound`` markers).
+A round (connect, send, answer) is bounded by twice ``request_timeout_s`` even when the
+connection's own timeouts do not cover a step. A sender never dies of a failed round: any
+error sends that round's markers back through resolution; if it ends anyway, its queue is
+re-routed and the next marker for that destination starts a new sender. When a destination's
+queue is full, ``write`` waits for room: the EndTxn that led to it was already answered, so
+what waits is only that transaction's completion (its id keeps answering
+CONCURRENT_TRANSACTIONS), never a request handler or the event loop. A sender sends one
+WriteTxnMarkers per round with every marker queued for it, grouped by transaction.
+``drop_owner`` cancels the queued markers of a ``__transaction_state`` partition this broker
+no longer leads: the new coordinator resends them.
 """
 
 from __future__ import annotations
@@ -264,14 +265,15 @@ class MarkerChannel:
                 if not jobs:
                     continue
                 try:
-                    if conn is None:
-                        conn = await self._connect(dest)
-                    response = await conn.call(
-                        ApiKey.WRITE_TXN_MARKERS,
-                        WRITE_TXN_MARKERS_VERSION,
-                        self._timeout_s,
-                        markers=_request_markers(jobs),
-                    )
+                    async with asyncio.timeout(2 * self._timeout_s):
+                        if conn is None:
+                            conn = await self._connect(dest)
+                        response = await conn.call(
+                            ApiKey.WRITE_TXN_MARKERS,
+                            WRITE_TXN_MARKERS_VERSION,
+                            self._timeout_s,
+                            markers=_request_markers(jobs),
+                        )
                     self.sent_requests += 1
                     failing = ""
                     self._handle(jobs, response)
