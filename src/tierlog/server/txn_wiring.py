@@ -107,7 +107,7 @@ async def build_txn_coordinator(state: BrokerState) -> TxnCoordinator:
 
 def _cluster_resolve(replication: ReplicaManager) -> Resolve:
     """A partition's leader from this broker's cluster view: None once its topic is gone,
-    ``Unknown.ENDPOINT`` while it has no live leader."""
+    ``Unknown.ENDPOINT`` while the partition or its live leader is not in the view."""
 
     def resolve(tp: TopicPartition) -> Destination | Unknown | None:
         view = replication.view
@@ -117,7 +117,7 @@ def _cluster_resolve(replication: ReplicaManager) -> Resolve:
             return None
         info = view.partition(tp.topic, tp.partition)
         if info is None:
-            return None
+            return Unknown.ENDPOINT
         leader = NO_LEADER if info.state is None else info.state.leader
         broker = view.brokers().get(leader)
         if broker is None or not broker.registration.endpoints:

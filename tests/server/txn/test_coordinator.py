@@ -354,3 +354,118 @@ def test_a_full_destination_queue_only_delays_completion(bound: int) -> None:
         assert {m[4] for m in rig.leaders.markers} == set(parts)
 
     run(body)
+
+
+def _channel(rig: Rig, resolve: Callable[[TopicPartition], Destination | Unknown | None]) -> None:
+    rig.coordinator._markers = MarkerChannel(resolve, rig.leaders.connect, retry_backoff_ms=1)
+
+
+async def _commit(rig: Rig, parts: list[TopicPartition]) -> int:
+    c = rig.coordinator
+    pid = (await c.init_producer_id("a", 30_000)).producer_id
+    assert await c.add_partitions("a", pid, 0, parts) is ErrorCode.NONE
+    assert await c.end_txn("a", pid, 0, True) is ErrorCode.NONE
+    return pid
+
+
+def test_a_sender_survives_an_unexpected_error_and_its_markers_are_resent() -> None:
+    async def body(rig: Rig) -> None:
+        calls = 0
+        real_call = rig.leaders.call
+
+        async def call(api_key: ApiKey, version: int, timeout_s: float, **fields: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise ValueError("undecodable response")
+            return await real_call(api_key, version, timeout_s, **fields)
+
+        rig.leaders.call = call  # type: ignore[method-assign]
+        await _commit(rig, [TP0, TP1])
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert {m[4] for m in rig.leaders.markers} == {TP0, TP1}
+
+    run(body)
+
+
+def test_a_failing_resolver_delays_markers_but_never_loses_them() -> None:
+    async def body(rig: Rig) -> None:
+        failures = {TP0: 3}
+
+        def resolve(tp: TopicPartition) -> Destination | Unknown | None:
+            if failures.get(tp, 0) > 0:
+                failures[tp] -= 1
+                raise KeyError("broker re-registering")
+            return LEADER
+
+        _channel(rig, resolve)
+        await _commit(rig, [TP0, TP1])
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert {m[4] for m in rig.leaders.markers} == {TP0, TP1}
+
+    run(body)
+
+
+def test_a_marker_waits_for_its_leader_to_come_back(caplog: pytest.LogCaptureFixture) -> None:
+    """The leader of TP0 is dead (no endpoint), then restarts: the marker is resolved afresh,
+    reaches it, the reason is logged once, and the transaction completes."""
+
+    async def body(rig: Rig) -> None:
+        restarted = asyncio.Event()
+
+        def resolve(tp: TopicPartition) -> Destination | Unknown | None:
+            if tp == TP0 and not restarted.is_set():
+                return Unknown.ENDPOINT
+            return LEADER
+
+        _channel(rig, resolve)
+        await _commit(rig, [TP0, TP1])
+        await asyncio.sleep(0.05)
+        assert rig.coordinator.describe("a").state == "PrepareCommit"
+        restarted.set()
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert {m[4] for m in rig.leaders.markers} == {TP0, TP1}
+
+    with caplog.at_level("INFO", logger="tierlog.server.txn.markers"):
+        run(body)
+    waits = [r for r in caplog.records if "leader is not known" in r.getMessage()]
+    assert len(waits) == 1
+
+
+def test_a_sender_that_ended_is_replaced_and_its_queue_drained() -> None:
+    async def body(rig: Rig) -> None:
+        channel = rig.coordinator._markers
+        await _commit(rig, [TP0])
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        sender = channel._senders[LEADER]
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        pid = (await rig.coordinator.init_producer_id("a", 30_000)).producer_id
+        assert await rig.coordinator.add_partitions("a", pid, 1, [TP1]) is ErrorCode.NONE
+        assert await rig.coordinator.end_txn("a", pid, 1, False) is ErrorCode.NONE
+        await rig.state_of("a", TxnState.COMPLETE_ABORT)
+        assert (pid, 1, False, 3, TP1) in rig.leaders.markers
+
+    run(body)
+
+
+def test_a_round_stuck_past_its_timeout_is_retried() -> None:
+    async def body(rig: Rig) -> None:
+        stuck = asyncio.Event()
+        real_call = rig.leaders.call
+
+        async def call(api_key: ApiKey, version: int, timeout_s: float, **fields: Any) -> Any:
+            if not stuck.is_set():
+                stuck.set()
+                await asyncio.Event().wait()
+            return await real_call(api_key, version, timeout_s, **fields)
+
+        rig.leaders.call = call  # type: ignore[method-assign]
+        rig.coordinator._markers = MarkerChannel(
+            lambda tp: LEADER, rig.leaders.connect, retry_backoff_ms=1, request_timeout_s=0.05
+        )
+        await _commit(rig, [TP0])
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert stuck.is_set()
+
+    run(body)

@@ -180,7 +180,7 @@ class TxnCoordinator:
             (time.monotonic() - started) * 1000,
         )
         for meta in awaiting_markers(cache):
-            self._spawn(self._send_markers(partition, coordinator_epoch, meta.transactional_id))
+            self._spawn(self._send_markers(partition, owned, meta.transactional_id))
 
     # Kafka's onElection/onResignation, as a replication leadership listener (cluster mode).
 
@@ -262,14 +262,21 @@ class TxnCoordinator:
             return decision.error
         owned.cache[tid] = sm.write_succeeded(now_meta, written)
         if decision.markers:
-            self._spawn(self._send_markers(partition, owned.coordinator_epoch, tid))
+            self._spawn(self._send_markers(partition, owned, tid))
         return decision.error
 
-    async def _send_markers(self, partition: int, coordinator_epoch: int, tid: str) -> None:
-        """Markers for the Prepare* of ``tid``, then Complete*."""
-        owned = self._owned.get(partition)
-        if owned is None or owned.coordinator_epoch != coordinator_epoch:
+    async def _send_markers(self, partition: int, owned: _Owned, tid: str) -> None:
+        """Markers for the Prepare* of ``tid``, then Complete*, while ``owned`` is this
+        broker's ownership of the partition (at its current coordinator epoch)."""
+        try:
+            await self._send_markers_once(partition, owned, tid)
+        except Exception:
+            log.exception("markers of %r failed: it stays in Prepare* until a reload", tid)
+
+    async def _send_markers_once(self, partition: int, owned: _Owned, tid: str) -> None:
+        if self._owned.get(partition) is not owned:
             return
+        coordinator_epoch = owned.coordinator_epoch
         meta = owned.cache.get(tid)
         if meta is None or meta.state not in _PREPARE:
             return
@@ -297,7 +304,9 @@ class TxnCoordinator:
             written,
         )
         if not ok:
+            log.info("markers of %r abandoned or cancelled: it stays in Prepare*", tid)
             return
+        retrying = ErrorCode.NONE
         while not self._closed:
             if self._owned.get(partition) is not owned:
                 return
@@ -311,6 +320,9 @@ class TxnCoordinator:
                 if error is not ErrorCode.NONE:
                     log.warning("completing %r failed: %s", tid, error)
                 return
+            if error is not retrying:
+                retrying = error
+                log.info("completing %r: %s; retrying", tid, error.name)
             await asyncio.sleep(COMPLETE_RETRY_BACKOFF_S)
 
     async def _producer_id(self) -> int:

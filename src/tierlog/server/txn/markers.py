@@ -9,13 +9,21 @@ UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORA
 a lost connection re-resolves the leader and retries after ``retry_backoff_ms``. An
 INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED answer abandons that transaction's
 markers: it stays in Prepare* until a newer coordinator finishes it. UNSUPPORTED_VERSION
-and UNSUPPORTED_FOR_MESSAGE_FORMAT count the partition as done.
+and UNSUPPORTED_FOR_MESSAGE_FORMAT count the partition as done. Every retry resolves the
+leader afresh, so a marker follows leadership to another broker or back to a restarted one;
+a marker whose leader cannot be resolved (no live leader, endpoint unknown, the resolver
+failing) waits and is resolved again, logged once each time its reason changes. A marker is
+dropped only when the resolver says its topic is gone.
 
-Each destination broker has one sender task and one bounded queue (``queue_bound``
-markers). When a destination's queue is full, ``write`` waits for room: the EndTxn that led
-to it was already answered, so what waits is only that transaction's completion (its id keeps
-answering CONCURRENT_TRANSACTIONS), never a request handler or the event loop. A sender sends
-one WriteTxnMarkers per round with every marker queued for it, grouped by transaction.
+Each destination broker has one sender task and one bounded queue (``queue_bound`` markers).
+A round (connect, send, answer) is bounded by twice ``request_timeout_s`` even when the
+connection's own timeouts do not cover a step. A sender never dies of a failed round: any
+error sends that round's markers back through resolution; if it ends anyway, its queue is
+re-routed and the next marker for that destination starts a new sender. When a destination's
+queue is full, ``write`` waits for room: the EndTxn that led to it was already answered, so
+what waits is only that transaction's completion (its id keeps answering
+CONCURRENT_TRANSACTIONS), never a request handler or the event loop. A sender sends one
+WriteTxnMarkers per round with every marker queued for it, grouped by transaction.
 ``drop_owner`` cancels the queued markers of a ``__transaction_state`` partition this broker
 no longer leads: the new coordinator resends them.
 """
@@ -99,6 +107,13 @@ class _Job:
     coordinator_epoch: int
     partition: TopicPartition
     future: asyncio.Future[Outcome] = field(repr=False)
+    #: Why the last resolution could not route the marker (logged once per change).
+    waiting: str = field(default="", repr=False)
+
+    def wait_reason(self, reason: str) -> None:
+        if reason != self.waiting:
+            self.waiting = reason
+            log.info("marker for %s: %s; retrying", self.partition, reason)
 
     def settle(self, outcome: Outcome) -> None:
         if not self.future.done():
@@ -195,17 +210,25 @@ class MarkerChannel:
         if self._closed:
             job.settle(Outcome.CANCELLED)
             return
-        dest = self._resolve(job.partition)
+        try:
+            dest = self._resolve(job.partition)
+        except Exception as e:
+            job.wait_reason(f"resolving its leader failed ({e!r})")
+            self._retry_later([job])
+            return
         if dest is None:
-            log.info("no leader for %s: dropping its marker", job.partition)
+            log.info("topic of %s is gone: dropping its marker", job.partition)
             job.settle(Outcome.DROPPED)
             return
         if isinstance(dest, Unknown):
+            job.wait_reason("its leader is not known")
             self._retry_later([job])
             return
         queue = self._queues.get(dest)
-        if queue is None:
-            queue = self._queues[dest] = asyncio.Queue(self._queue_bound)
+        sender = self._senders.get(dest)
+        if queue is None or sender is None or sender.done():
+            if queue is None:
+                queue = self._queues[dest] = asyncio.Queue(self._queue_bound)
             self._senders[dest] = asyncio.get_running_loop().create_task(self._send_loop(dest))
         await queue.put(job)
 
@@ -214,6 +237,11 @@ class MarkerChannel:
             await asyncio.sleep(self._backoff_s)
             for job in jobs:
                 await self._enqueue(job)
+
+        if self._closed:
+            for job in jobs:
+                job.settle(Outcome.CANCELLED)
+            return
 
         self._spawn(retry())
 
@@ -227,6 +255,7 @@ class MarkerChannel:
     async def _send_loop(self, dest: Destination) -> None:
         queue = self._queues[dest]
         conn: Connection | None = None
+        failing = ""
         try:
             while True:
                 jobs = [await queue.get()]
@@ -236,34 +265,56 @@ class MarkerChannel:
                 if not jobs:
                     continue
                 try:
-                    if conn is None:
-                        conn = await self._connect(dest)
-                    response = await conn.call(
-                        ApiKey.WRITE_TXN_MARKERS,
-                        WRITE_TXN_MARKERS_VERSION,
-                        self._timeout_s,
-                        markers=_request_markers(jobs),
-                    )
+                    async with asyncio.timeout(2 * self._timeout_s):
+                        if conn is None:
+                            conn = await self._connect(dest)
+                        response = await conn.call(
+                            ApiKey.WRITE_TXN_MARKERS,
+                            WRITE_TXN_MARKERS_VERSION,
+                            self._timeout_s,
+                            markers=_request_markers(jobs),
+                        )
                     self.sent_requests += 1
+                    failing = ""
+                    self._handle(jobs, response)
                 except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError) as e:
-                    log.info("WriteTxnMarkers to broker %d failed: %r; retrying", dest.node_id, e)
-                    if conn is not None:
-                        await conn.close()
-                        conn = None
+                    if type(e).__name__ != failing:
+                        failing = type(e).__name__
+                        log.info(
+                            "WriteTxnMarkers to broker %d failed: %r; retrying", dest.node_id, e
+                        )
+                    await _closed(conn)
+                    conn = None
                     self._retry_later(jobs)
-                    continue
-                self._handle(jobs, response)
+                except Exception:
+                    failing = ""
+                    log.exception("WriteTxnMarkers to broker %d failed; retrying", dest.node_id)
+                    await _closed(conn)
+                    conn = None
+                    self._retry_later(jobs)
         finally:
-            if conn is not None:
-                await conn.close()
+            await _closed(conn)
+            if not self._closed:
+                self._reroute(queue)
+
+    def _reroute(self, queue: asyncio.Queue[_Job]) -> None:
+        """A sender that ended hands its queued markers back to resolution."""
+        jobs: list[_Job] = []
+        while not queue.empty():
+            jobs.append(queue.get_nowait())
+        if jobs:
+            self._retry_later(jobs)
 
     def _handle(self, jobs: list[_Job], response: Any) -> None:
         errors: dict[tuple[int, str, int], ErrorCode] = {}
         for marker in response.markers:
             for topic in marker.topics:
                 for part in topic.partitions:
+                    code = int(part.error_code)
                     errors[(int(marker.producer_id), topic.name, int(part.partition_index))] = (
-                        ErrorCode(int(part.error_code))
+                        ErrorCode(code)
+                        if code in ErrorCode._value2member_map_
+                        else ErrorCode.UNKNOWN_SERVER_ERROR
                     )
         retry: list[_Job] = []
         abandoned: set[tuple[int, int]] = set()
@@ -284,11 +335,8 @@ class MarkerChannel:
                 )
                 abandoned.add((job.producer_id, job.producer_epoch))
                 job.settle(Outcome.ABANDONED)
-            elif code in _RETRIABLE:
-                log.info("marker for %s: %s; retrying", job.partition, code.name)
-                retry.append(job)
             else:
-                log.error("marker for %s failed with %s; retrying", job.partition, code.name)
+                job.wait_reason(code.name if code in _RETRIABLE else f"unexpected {code.name}")
                 retry.append(job)
         if abandoned:
             for job in list(self._pending):
@@ -296,6 +344,14 @@ class MarkerChannel:
                     job.settle(Outcome.ABANDONED)
         if retry:
             self._retry_later(retry)
+
+
+async def _closed(conn: Connection | None) -> None:
+    if conn is not None:
+        try:
+            await conn.close()
+        except Exception:
+            log.debug("closing a marker connection failed", exc_info=True)
 
 
 def _request_markers(jobs: list[_Job]) -> list[dict[str, Any]]:
