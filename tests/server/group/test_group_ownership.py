@@ -49,6 +49,7 @@ class GatedStore(MemoryOffsetsStore):
         self.release = asyncio.Event()
         self.fail_with: ErrorCode | None = None
         self.append_gate: asyncio.Event | None = None
+        self.appending = asyncio.Event()  # set once an append waits at the gate
         self.loads: list[int] = []
 
     async def load_partition(self, partition: int) -> list[KeyValue]:
@@ -65,6 +66,7 @@ class GatedStore(MemoryOffsetsStore):
         producer: tuple[int, int] | None = None,
     ) -> None:
         if self.append_gate is not None:
+            self.appending.set()
             await self.append_gate.wait()
         if self.fail_with is not None:
             raise OffsetsStoreError(self.fail_with)
@@ -189,7 +191,7 @@ async def test_a_write_that_outlives_ownership_is_not_acknowledged() -> None:
         await loaded(c, MINE)
         store.append_gate = asyncio.Event()
         pending = asyncio.ensure_future(commit(c, 9))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(store.appending.wait(), 10)
         c.became_follower(MINE, 2)
         store.append_gate.set()
         assert await pending is ErrorCode.NOT_COORDINATOR
@@ -253,7 +255,7 @@ async def test_re_election_at_a_higher_epoch_keeps_ownership_and_writes() -> Non
         await loaded(c, MINE)
         store.append_gate = asyncio.Event()
         pending = asyncio.ensure_future(commit(c, 11))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(store.appending.wait(), 10)
         c.became_leader(MINE, 2)
         store.append_gate.set()
         assert await pending is ErrorCode.NONE
