@@ -34,11 +34,13 @@ class MemoryStore:
         self.fail_next: ErrorCode | None = None
         self.gate: asyncio.Event | None = None
         self.load_gate: asyncio.Event | None = None
+        self.waiting = asyncio.Event()  # set once an append or a load waits at its gate
 
     async def append(
         self, partition: int, key: bytes, value: bytes | None, timestamp_ms: int
     ) -> ErrorCode:
         if self.gate is not None:
+            self.waiting.set()
             await self.gate.wait()
         if self.fail_next is not None:
             code, self.fail_next = self.fail_next, None
@@ -48,6 +50,7 @@ class MemoryStore:
 
     async def load(self, partition: int) -> list[KeyValue]:
         if self.load_gate is not None:
+            self.waiting.set()
             await self.load_gate.wait()
         return list(self.records.get(partition, []))
 
@@ -244,7 +247,7 @@ def test_a_pending_write_makes_others_wait_and_a_failed_write_is_forgotten() -> 
         pid = (await c.init_producer_id("a", 30_000)).producer_id
         rig.store.gate = asyncio.Event()
         adding = asyncio.ensure_future(c.add_partitions("a", pid, 0, [TP0]))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(rig.store.waiting.wait(), 10)
         assert await c.end_txn("a", pid, 0, True) is ErrorCode.CONCURRENT_TRANSACTIONS
         rig.store.fail_next = ErrorCode.NOT_ENOUGH_REPLICAS
         rig.store.gate.set()
@@ -327,7 +330,7 @@ def test_ids_are_served_only_by_their_partition_owner() -> None:
         loading = asyncio.Event()
         rig.store.load_gate = loading
         task = asyncio.ensure_future(c.load(1, 5))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(rig.store.waiting.wait(), 10)
         assert (await c.init_producer_id(tid, 1_000)).error is (
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         )
