@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
@@ -37,28 +38,14 @@ def start_cluster(
     kazoo: KazooClient,
     extra: dict[str, str] | None = None,
 ) -> dict[int, BrokerProcess]:
-    brokers = {
-        i: broker_factory(
-            overrides={
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                "broker.id": str(i),
-                "remote.log.storage.system.enable": "false",
-                "replica.lag.time.max.ms": "4000",
-                "replica.fetch.wait.max.ms": "200",
-                "replica.fetch.backoff.ms": "100",
-                "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
-                **(extra or {}),
-            }
-        )
-        for i in (1, 2, 3)
-    }
-    wait_until(lambda: sorted(live_brokers(kazoo)) == [1, 2, 3], 20, what="all registered")
-    return brokers
+    """Three brokers with a small ``__consumer_offsets`` (``OFFSETS_PARTITIONS``)."""
+    offsets = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}
+    return cluster_helpers.start_cluster(
+        broker_factory, zk_connect, kazoo, extra={**offsets, **(extra or {})}
+    )
 
 
-def bootstrap(brokers: dict[int, BrokerProcess]) -> str:
-    return ",".join(b.bootstrap for b in brokers.values() if b.running)
+bootstrap = cluster_helpers.bootstrap
 
 
 def offsets_state(kazoo: KazooClient, p: int) -> PartitionState | None:
