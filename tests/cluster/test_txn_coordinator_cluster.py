@@ -14,11 +14,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import bootstrap, start_cluster
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_clients import read_all
 from tierlog.client import WireConnection
 from tierlog.cluster import paths
-from tierlog.cluster.registration import live_brokers
 from tierlog.cluster.znodes import PartitionState
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC, coordinator_partition
@@ -35,29 +35,15 @@ def _start(
     kazoo: KazooClient,
     extra: dict[str, str] | None = None,
 ) -> dict[int, BrokerProcess]:
-    brokers = {
-        i: broker_factory(
-            overrides={
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": "2000",
-                "broker.id": str(i),
-                "remote.log.storage.system.enable": "false",
-                "replica.lag.time.max.ms": "4000",
-                "replica.fetch.wait.max.ms": "200",
-                "replica.fetch.backoff.ms": "100",
-                "offsets.topic.num.partitions": "3",
-                "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-                **(extra or {}),
-            }
-        )
-        for i in (1, 2, 3)
+    """Three brokers with small ``__consumer_offsets`` and ``__transaction_state`` topics."""
+    small = {
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
     }
-    wait_until(lambda: sorted(live_brokers(kazoo)) == [1, 2, 3], 20, what="all registered")
-    return brokers
+    return start_cluster(broker_factory, zk_connect, kazoo, extra={**small, **(extra or {})})
 
 
-def _bootstrap(brokers: dict[int, BrokerProcess]) -> str:
-    return ",".join(b.bootstrap for b in brokers.values() if b.running)
+_bootstrap = bootstrap
 
 
 def _txn_state(kazoo: KazooClient, p: int) -> PartitionState | None:
