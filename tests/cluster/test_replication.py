@@ -21,40 +21,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.helpers import cluster as c
+from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tierlog.cluster import paths
-from tierlog.cluster.registration import live_brokers
 from tierlog.cluster.znodes import PartitionState
 
-SESSION_TIMEOUT_MS = 2000
+SESSION_TIMEOUT_MS = cluster_helpers.SESSION_TIMEOUT_MS
 TOPIC = "replicated"
 
 
-def _start_cluster(
-    broker_factory: Callable[..., BrokerProcess],
-    zk_connect: str,
-    kazoo: KazooClient,
-    n: int = 3,
-    extra: dict[str, str] | None = None,
-) -> dict[int, BrokerProcess]:
-    brokers = {
-        i: broker_factory(
-            overrides={
-                "zookeeper.connect": zk_connect,
-                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                "broker.id": str(i),
-                "remote.log.storage.system.enable": "false",
-                "replica.lag.time.max.ms": "4000",
-                "replica.fetch.wait.max.ms": "200",
-                "replica.fetch.backoff.ms": "100",
-                **(extra or {}),
-            }
-        )
-        for i in range(1, n + 1)
-    }
-    wait_until(lambda: sorted(live_brokers(kazoo)) == list(brokers), 20, what="all registered")
-    return brokers
+_start_cluster = cluster_helpers.start_cluster
+_bootstrap = cluster_helpers.bootstrap
 
 
 def _full_isr(kazoo: KazooClient) -> bool:
@@ -73,10 +51,6 @@ def _rejoined_and_progressing(
 
 def _acked_past(rec: Recorder, count: int) -> bool:
     return len(rec.acked) > count
-
-
-def _bootstrap(brokers: dict[int, BrokerProcess]) -> str:
-    return ",".join(b.bootstrap for b in brokers.values() if b.running)
 
 
 def _state(kazoo: KazooClient, topic: str = TOPIC, p: int = 0) -> PartitionState | None:
