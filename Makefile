@@ -39,11 +39,11 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 unit: install
-	$(VENV)/bin/pytest -q -m "not soak"
+	$(VENV)/bin/pytest -q
 
 # The inner loop: everything but Spark and the end-to-end fault suites (see tests/conftest.py).
 quick: install
-	$(VENV)/bin/pytest -q -m "not spark and not slow and not soak"
+	$(VENV)/bin/pytest -q -m "not spark and not slow"
 
 test: lint typecheck unit
 

@@ -489,6 +489,8 @@ def serve(a: argparse.Namespace) -> int:
         level=getattr(logging, a.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for name in a.debug or []:
+        logging.getLogger(name).setLevel(logging.DEBUG)
     overrides = list(a.override or [])
     if a.config is None:
         overrides = [*EMBEDDED_DEFAULTS, *overrides]
@@ -594,6 +596,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", type=Path, help="server.properties file")
     s.add_argument("--override", action="append", metavar="KEY=VALUE", help="repeatable")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument(
+        "--debug",
+        action="append",
+        metavar="LOGGER",
+        help="log this logger and its children at debug (repeatable), e.g. "
+        "tierlog.server.txn.coordinator.transitions",
+    )
     s.set_defaults(func=serve)
 
     t = sub.add_parser("topics", help="topic administration over the wire protocol")

@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.eos_run import (
+    PROGRESS_S,
     Copier,
     copied_past,
     exactly_once_report,
@@ -23,12 +24,9 @@ from tests.helpers.eos_run import (
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_clients import create_topic, read_all
 
-#: In ``make soak`` only: under repeated kill -9 the copier can end up fenced for good
-#: (TxnOffsetCommit answered INVALID_PRODUCER_EPOCH after a new InitProducerId) or wait on
-#: markers that never complete; docs/reliability.md, "Exactly-once under crashes".
-pytestmark = pytest.mark.soak
-
 KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
+#: A round (a kill, a restart, more input) takes up to about 20 s here.
+pytestmark = pytest.mark.timeout(300 + 30 * KILLS)
 CHUNK = 1000
 TOTAL = CHUNK * (KILLS + 1)
 PARTITIONS = 2
@@ -49,7 +47,9 @@ def test_exactly_once_copy_survives_kill_9_of_the_broker(
             mark = wait_until(
                 partial(sink_end, broker.bootstrap, "sink", PARTITIONS), 60, 0.2, "sink's end"
             )
-            wait_until(partial(copied_past, broker.bootstrap, copier, mark), 60, 0.2, "progress")
+            wait_until(
+                partial(copied_past, broker.bootstrap, copier, mark), PROGRESS_S, 0.2, "progress"
+            )
             assert not copier.finished, f"the copier finished before kill {round_ + 1}"
             broker.restart(kill=True)
             copier.revive()

@@ -23,6 +23,7 @@ from tests.helpers.broker import BrokerProcess
 from tests.helpers.cluster import SESSION_TIMEOUT_MS, bootstrap, create_topic, start_cluster, state
 from tests.helpers.eos_copier import GROUP, TRANSACTIONAL_ID
 from tests.helpers.eos_run import (
+    PROGRESS_S,
     Copier,
     copied_past,
     exactly_once_report,
@@ -36,13 +37,11 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.group.schema import OFFSETS_TOPIC, partition_for
 from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC, coordinator_partition
 
-#: In ``make soak`` only: under repeated kill -9 the copier can end up fenced for good
-#: (TxnOffsetCommit answered INVALID_PRODUCER_EPOCH after a new InitProducerId) or wait on
-#: markers that never complete; docs/reliability.md, "Exactly-once under crashes".
-pytestmark = pytest.mark.soak
-
 KILL_ROUNDS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
 """Acceptance "exactly-once loop" of issue 14: 5 kills in ``make test``, 50 under soak."""
+
+#: A round (a kill, the broker back in every ISR, more input) takes up to about a minute here.
+pytestmark = pytest.mark.timeout(300 + 60 * KILL_ROUNDS)
 
 PARTITIONS = 3
 INTERNAL_PARTITIONS = 3
@@ -141,7 +140,7 @@ def test_exactly_once_copy_survives_kill_9_of_brokers_in_the_cluster(
                 partial(sink_end, every, "sink", PARTITIONS), 60, 0.2, f"round {round_}: sink's end"
             )
             try:
-                wait_until(partial(copied_past, every, copier, mark), 60, 0.2, "progress")
+                wait_until(partial(copied_past, every, copier, mark), PROGRESS_S, 0.2, "progress")
             except AssertionError as e:
                 raise AssertionError(
                     f"round {round_}: no progress; the transaction: {_describe(brokers)}"

@@ -28,6 +28,8 @@ What it does:
 * Test defaults (``TEST_OVERRIDES``): ``auto.create.topics.enable=false`` (tests create
   their topics explicitly) and ``group.initial.rebalance.delay.ms=0`` (groups form without
   the 3 s delay). Pass ``overrides`` to change or add keys.
+* ``TIERLOG_TEST_DEBUG=logger[,logger]`` in the test's environment logs those loggers of
+  every broker at debug (``tierlog serve --debug``), to follow one mechanism in a failing run.
 * ``b.stdout`` / ``b.stderr`` give the process output so far (stderr is the broker log);
   ``b.metrics_url`` is the Prometheus endpoint.
 * ``close()`` (called by the fixtures) SIGKILLs a still-running broker so no process
@@ -95,6 +97,8 @@ class BrokerProcess:
             overrides["listeners"] = overrides["listeners"][:-2] + f":{self.port}"
         for k, v in overrides.items():
             cmd += ["--override", f"{k}={v}"]
+        for name in filter(None, os.environ.get("TIERLOG_TEST_DEBUG", "").split(",")):
+            cmd += ["--debug", name]
         return cmd
 
     def start(self, timeout_s: float = 60.0) -> BrokerProcess:

@@ -5,19 +5,59 @@ It copies ``SOURCE`` to ``SINK`` in transactions that carry the consumer's offse
 (``send_offsets_to_transaction``), as Kafka Streams does, and survives broker crashes the
 way an application must: an abortable error aborts the transaction and rewinds the consumer to
 the group's committed offsets; a retriable commit is retried; a fatal error (a fenced
-producer) exits with status 3, and the test starts a new copier, whose InitProducerId fences
-any zombie. It exits 0 once the group's committed offsets cover ``TOTAL`` records.
+producer) exits with status 3, a loop stuck in the client past its timeouts with status 5
+(``Watchdog``), and the test starts a new copier, whose InitProducerId fences any zombie. It
+exits 0 once the group's committed offsets cover ``TOTAL`` records.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 import confluent_kafka as ck
 
 GROUP = "eos-copier"
 TRANSACTIONAL_ID = "eos-copier-tx"
+#: Every transactional call's timeout. librdkafka 2.16 can block ``send_offsets_to_transaction``
+#: past it (confluentinc/librdkafka#5456: the coordinator request's timeout is never checked;
+#: #5511: it waits forever on a group coordinator that a broker's crash decommissioned), so a
+#: watchdog ends a copier whose loop made no step for ``STALL_S``, as a supervisor kills a hung
+#: worker; the test starts a successor, whose InitProducerId fences it.
+API_TIMEOUT_S = 30
+STALL_S = API_TIMEOUT_S + 15
+#: librdkafka >= 2.10 re-bootstraps (KIP-899) once every broker it knows is down, which a
+#: single broker's kill -9 always is. It decommissions the broker that had the in-flight
+#: produce, and the partition's drain then waits for a request that never completes, so the
+#: transaction hangs until the coordinator's timeout fences it (and the watchdog ends the
+#: copier). Re-bootstrapping from the one address it already has gains nothing; in the
+#: three-broker test at most one broker is down, so it never re-bootstraps there anyway.
+METADATA_RECOVERY = "none"
+
+
+class Watchdog:
+    """Exits the process (status 5) when ``beat`` was not called for ``stall_s`` (or the
+    allowance the last beat gave, for a call with a longer timeout)."""
+
+    def __init__(self, stall_s: float) -> None:
+        self._stall_s = stall_s
+        self._allowed = stall_s
+        self._last = time.monotonic()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def beat(self, timeout_s: float | None = None) -> None:
+        self._allowed = self._stall_s if timeout_s is None else timeout_s + STALL_S - API_TIMEOUT_S
+        self._last = time.monotonic()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1)
+            stalled = time.monotonic() - self._last
+            if stalled > self._allowed:
+                print(f"copier: no step for {stalled:.0f} s: exiting", file=sys.stderr, flush=True)
+                os._exit(5)
 
 
 def _committed_total(consumer: ck.Consumer, source: str, partitions: int) -> int:
@@ -44,6 +84,7 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": 50,
             "session.timeout.ms": 6000,
+            "metadata.recovery.strategy": METADATA_RECOVERY,
         }
     )
     producer = ck.Producer(
@@ -52,13 +93,19 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
             "transactional.id": TRANSACTIONAL_ID,
             "transaction.timeout.ms": 10000,
             "linger.ms": 5,
+            "metadata.recovery.strategy": METADATA_RECOVERY,
+            # librdkafka's own debug contexts (e.g. "eos,msg") to follow a failing run
+            **({"debug": debug} if (debug := os.environ.get("EOS_COPIER_DEBUG")) else {}),
         }
     )
+    watchdog = Watchdog(STALL_S)
+    watchdog.beat(60)
     producer.init_transactions(60)
     consumer.subscribe([source])
     in_txn = False
     try:
         while True:
+            watchdog.beat()
             try:
                 batch = consumer.consume(num_messages=50, timeout=0.5)
                 batch = [m for m in batch if m.error() is None]
@@ -73,11 +120,12 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
                 producer.send_offsets_to_transaction(
                     consumer.position(consumer.assignment()),
                     consumer.consumer_group_metadata(),
-                    30,
+                    API_TIMEOUT_S,
                 )
                 while True:
                     try:
-                        producer.commit_transaction(30)
+                        watchdog.beat()
+                        producer.commit_transaction(API_TIMEOUT_S)
                         break
                     except ck.KafkaException as e:
                         if not e.args[0].retriable():
@@ -90,6 +138,7 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
                     print(f"fatal: {error}", file=sys.stderr, flush=True)
                     return 3
                 if in_txn and error.txn_requires_abort():
+                    watchdog.beat(60)
                     producer.abort_transaction(60)
                     in_txn = False
                     _rewind(consumer)

@@ -12,6 +12,7 @@ single-node and the three-broker exactly-once tests.
 * ``sink_end(bootstrap, sink, partitions)`` / ``copied_past(bootstrap, copier, mark)``: the
   sink's total high watermark, and whether the copier has written past ``mark`` (reviving a
   copier that died), so that a crash is injected only once the copier made progress.
+* ``PROGRESS_S``: the deadline for ``copied_past`` after a crash.
 * ``exactly_once_report(out, total)``: what the output lacks and what it holds twice,
   empty when each ``b"out-<i>"`` is there exactly once.
 """
@@ -24,7 +25,13 @@ from collections import Counter
 
 import confluent_kafka as ck
 
+from tests.helpers.eos_copier import STALL_S
 from tests.helpers.poll import wait_until
+
+#: How long a copier may take to write past a crash: a hung one is ended by its watchdog
+#: (``STALL_S``), and its successor's InitProducerId waits for the abort of the transaction it
+#: fences (up to ``transaction.timeout.ms``).
+PROGRESS_S = STALL_S + 75
 
 
 class Copier:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_wire import produce_txn
@@ -220,6 +222,9 @@ def test_errors_and_fencing(broker: BrokerProcess) -> None:
         assert _describe(broker, "txn-f").transaction_state == "Empty"
         unknown = _describe(broker, "never-seen")
         assert unknown.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        # an error answer carries nothing else: every field at its schema default, as
+        # Kafka's (a -1 start time is a timestamp some clients refuse to decode)
+        assert (unknown.start_ms, unknown.producer_id, unknown.producer_epoch) == (0, 0, 0)
 
 
 def test_timed_out_transaction_is_aborted(broker_factory: Callable[..., BrokerProcess]) -> None:
@@ -282,3 +287,26 @@ def test_describe_producers_shows_the_open_transaction(broker: BrokerProcess) ->
             what="the commit marker",
         )
         assert _producers(conn, "t", 0)[0].coordinator_epoch == 0
+
+
+def test_serve_debug_logs_every_coordinator_transition(
+    broker_factory: Callable[..., BrokerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tierlog serve --debug <logger>`` (here through ``TIERLOG_TEST_DEBUG``) logs that
+    logger at debug: the coordinator's transitions and refusals, and nothing at debug else."""
+    monkeypatch.setenv("TIERLOG_TEST_DEBUG", "tierlog.server.txn.coordinator.transitions")
+    broker = broker_factory()
+    with _connect(broker) as conn:
+        assert conn.create_topic("t", 1)[0] == 0
+        pid, epoch = _init_ok(conn, "txn-d")
+        assert _add(conn, "txn-d", pid, epoch, "t", [0]) == [0]
+        assert _init(conn, "txn-d", 4)[0] == ErrorCode.CONCURRENT_TRANSACTIONS
+    log = wait_until(
+        lambda: broker.stderr if "-> PrepareAbort" in broker.stderr else None,
+        timeout_s=20,
+        what="the fence's transition in the log",
+    )
+    assert f"'txn-d': Empty -> Ongoing, producer {pid} epoch {epoch}" in log
+    assert "'txn-d': Ongoing -> PrepareAbort" in log
+    debug_loggers = {line.split()[3] for line in log.splitlines() if " DEBUG " in line}
+    assert debug_loggers == {"tierlog.server.txn.coordinator.transitions:"}

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,6 +222,7 @@ async def _verify(
 async def handle_produce(state: BrokerState, req: Request) -> Any:
     body = req.body
     acks = int(body.acks)
+    started = time.monotonic()
     refused = await _verify(state, body.transactional_id, body.topic_data, req.header.api_version)
     topics = [
         (
@@ -239,6 +241,8 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
     for name, parts in topics:
         answers = [_answer(state, name, a) if isinstance(a, _Appended) else a for a in parts]
         failed |= any(int(a["error_code"]) != 0 for a in answers)
+        if log.isEnabledFor(logging.DEBUG):
+            _debug_answers(req, name, answers, started)
         for a in answers:
             leader = _point_to_leader(state, name, a)
             if leader is not None:
@@ -252,6 +256,27 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
         throttle_time=0,
         node_endpoints=[b for b in brokers(state) if b["node_id"] in leaders] if leaders else [],
     )
+
+
+def _debug_answers(req: Request, topic: str, answers: list[dict[str, Any]], started: float) -> None:
+    """At debug: each refused partition, and each one answered after more than a second (an
+    acks=-1 wait), to follow a client that stalls on a produce."""
+    elapsed_ms = (time.monotonic() - started) * 1000
+    for a in answers:
+        code = ErrorCode(int(a["error_code"]))
+        if code is not ErrorCode.NONE or elapsed_ms > 1000:
+            log.debug(
+                "produce from %r (correlation %d, transactional id %r) to %s-%d: %s after "
+                "%.0f ms %s",
+                req.header.client_id,
+                req.header.correlation_id,
+                req.body.transactional_id,
+                topic,
+                a["index"],
+                code.name,
+                elapsed_ms,
+                a.get("error_message") or "",
+            )
 
 
 def _point_to_leader(state: BrokerState, name: str, answer: dict[str, Any]) -> int | None:

@@ -209,16 +209,8 @@ async def describe_transactions(state: BrokerState, req: Request) -> Any:
             continue
         d = coordinator.describe(tid)
         if d.error is not ErrorCode.NONE:
-            out.append(
-                {
-                    "error_code": d.error,
-                    "transactional_id": tid,
-                    "transaction_state": "",
-                    "transaction_start_time": _start_time(-1),
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                }
-            )
+            # only the error, every other field at its schema default, as Kafka answers
+            out.append({"error_code": d.error, "transactional_id": tid})
             continue
         topics: dict[str, list[int]] = {}
         for tp in d.partitions:

@@ -46,6 +46,9 @@ from tierlog.server.txn.schema import (
 )
 
 log = logging.getLogger(__name__)
+#: Every applied transition (Kafka logs these at debug too); its own logger so an operator can
+#: follow one transactional id without the rest of the broker's debug output.
+transitions = logging.getLogger(f"{__name__}.transitions")
 
 #: Written with TransactionLogValue v1 (flexible: keeps the previous/next producer ids).
 VALUE_VERSION = 1
@@ -241,6 +244,16 @@ class TxnCoordinator:
         tid = current.transactional_id
         owned.cache[tid] = current
         if written is None:
+            if decision.error is not ErrorCode.NONE:
+                transitions.debug(
+                    "%r: answered %s in %s%s, producer %d epoch %d",
+                    tid,
+                    decision.error.name,
+                    current.state.label,
+                    f" (pending {current.pending.label})" if current.pending else "",
+                    current.producer_id,
+                    current.producer_epoch,
+                )
             return decision.error
         value = None if written.state is sm.TxnState.DEAD else written.to_log_value()
         error = map_append_error(
@@ -257,6 +270,17 @@ class TxnCoordinator:
             log.warning("__transaction_state-%d write for %r failed: %s", partition, tid, error)
             owned.cache[tid] = sm.write_failed(now_meta)
             return error
+        transitions.debug(
+            "%r: %s -> %s, producer %d epoch %d, %d partitions (__transaction_state-%d epoch %d)",
+            tid,
+            now_meta.state.label,
+            written.state.label,
+            written.producer_id,
+            written.producer_epoch,
+            len(written.partitions),
+            partition,
+            owned.coordinator_epoch,
+        )
         if written.state is sm.TxnState.DEAD:
             del owned.cache[tid]
             return decision.error
