@@ -74,6 +74,13 @@ def _settled(kazoo: KazooClient, topic: str, target: list[int]) -> bool:
     )
 
 
+def _local_bytes(broker: BrokerProcess, partition_dir: str, expected: int) -> bool:
+    """Whether the record bytes of a partition's local segments on ``broker`` are
+    ``expected``."""
+    logs = (broker.log_dir / partition_dir).glob("*.log")
+    return sum(f.stat().st_size for f in logs) == expected
+
+
 def test_reassignment_adds_catches_up_switches_leader_and_removes(
     broker_factory: Callable[..., BrokerProcess],
     zk_connect: str,
@@ -82,11 +89,13 @@ def test_reassignment_adds_catches_up_switches_leader_and_removes(
 ) -> None:
     """``tierlog reassign-partitions --execute`` moves an RF=1 partition from broker 1 to
     [2, 3]: the new replicas catch up and join the ISR, leadership moves into the target and
-    broker 1 leaves; ``--verify`` reports completion and every record reads back."""
+    broker 1 leaves, deleting its local copy; ``--verify`` reports completion and every record
+    reads back."""
     brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client)
     c.create_topic(brokers, kazoo_client, "mv", [[1]])
     values = [b"m%03d" % i for i in range(50)]
     c.produce(c.bootstrap(brokers), "mv", values)
+    assert not _local_bytes(brokers[1], "mv-0", 0)
     before = c.state(kazoo_client, "mv")
     assert before is not None
     plan = _write_plan(tmp_path, "mv", [2, 3])
@@ -113,6 +122,11 @@ def test_reassignment_adds_catches_up_switches_leader_and_removes(
         "--verify",
     )
     assert "Reassignment of partition mv-0 is completed." in verify.stdout, verify
+    wait_until(
+        partial(_local_bytes, brokers[1], "mv-0", 0),
+        30,
+        what="the removed replica's local log deleted",
+    )
     assert c.consume(c.bootstrap(brokers), "mv", 0, len(values)) == values
     c.produce(c.bootstrap(brokers), "mv", [b"after"])
     assert c.consume(c.bootstrap(brokers), "mv", 0, len(values) + 1)[-1] == b"after"

@@ -593,6 +593,7 @@ class ReplicaManager:
         if not hosted:
             if key in self.partitions:
                 self._stop_replica(key)
+            self._drop_stray_log(info)
             return
         plog = self.topics.get_log(info.topic, info.partition)
         if plog is None:
@@ -638,6 +639,23 @@ class ReplicaManager:
             self._role_changed(p)
             applied, self._applied = self._applied, asyncio.Event()
             applied.set()
+
+    def _drop_stray_log(self, info: PartitionInfo) -> None:
+        """A partition this broker is not a replica of keeps no records here: a replica the
+        controller removed (a reassignment that completed, also while this broker was down)
+        frees its disk, as Kafka's StopReplica with delete does. The log restarts empty at 0,
+        so a later reassignment back fetches it afresh from the leader's log start; the
+        remote tier is the topic's and stays."""
+        plog = self.topics.get_log(info.topic, info.partition)
+        if plog is None or (plog.log_end_offset == 0 and plog.log_start_offset == 0):
+            return
+        log.info(
+            "%s-%d: not a replica here (replicas %s): deleting the local log",
+            info.topic,
+            info.partition,
+            list(info.replicas),
+        )
+        self._spawn(asyncio.to_thread(plog.truncate_fully_and_start_at, 0))
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)
