@@ -113,6 +113,7 @@ class SegmentCursor:
         """Give back the end of what the last ``read`` returned, to be served first next
         time."""
         if not tail:
+            self._undo = None  # nothing to give back: do not keep the buffer it was cut from
             return
         k = len(tail)
         self.position -= k  # the carry already held is not counted in position
