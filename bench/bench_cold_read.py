@@ -423,6 +423,8 @@ class ColdRead:
     store_cpu_s: float
     gets: dict[str, int]
     minor_faults: int = 0
+    switches: int = 0
+    by_thread: dict[str, float] = field(default_factory=dict)
     consumers: str = "one"
     per_partition: list[float] = field(default_factory=list)
     windows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
@@ -432,6 +434,64 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid: int) -> int:
+    """Context switches of the live threads of ``pid``: each is a thread handing work to
+    another or waiting for it, a cost of its own in a VM."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "status").read_text()
+        except OSError:  # the thread ended
+            continue
+        for line in text.splitlines():
+            if "ctxt_switches:" in line:
+                total += int(line.split()[1])
+    return total
+
+
+#: ``perf record`` options of ``--profile`` with ``BENCH_PERF=1`` (``BENCH_PERF_ARGS``:
+#: e.g. ``-F 2999``, or ``-e page-faults -c 1`` to find where the page faults are taken).
+PERF_ARGS = os.environ.get("BENCH_PERF_ARGS", "-F 499").split()
+
+
+def thread_names(pid: int) -> dict[str, str]:
+    """OS thread id -> Python thread name (pool threads by their prefix), from ``py-spy
+    dump``; threads Python does not know (obstore's runtime) keep their OS name."""
+    spy = Path(sys.executable).parent / "py-spy"
+    try:
+        out = subprocess.run(
+            [str(spy), "dump", "--pid", str(pid)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    names: dict[str, str] = {}
+    for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M):
+        names[m.group(1)] = re.sub(r"[_-]?\d+$", "", m.group(2))
+    return names
+
+
+def thread_cpu(pid: int, names: Mapping[str, str]) -> dict[str, float]:
+    """CPU seconds of the live threads of ``pid`` by thread name: where a read's CPU goes,
+    without a profiler's overhead."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = names.get(task.name) or re.sub(
+            r"[_-]?\d+$", "", stat[stat.index("(") + 1 : stat.rindex(")")]
+        )
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def minor_faults(pid: int) -> int:
@@ -470,11 +530,14 @@ def cold_read(
     before = broker.rss()
     cpu_before = cpu_seconds(broker.pid)
     faults_before = minor_faults(broker.pid)
+    switches_before = context_switches(broker.pid)
+    names = thread_names(broker.pid)
+    threads_before = thread_cpu(broker.pid, names)
     store_before = cpu_seconds(store.proc.pid)
     spy = None
     if profile is not None:  # py-spy on the broker for the duration of the read
         spy = subprocess.Popen(
-            ["perf", "record", "-F", "499", "-g", "-p", str(broker.pid), "-o", str(profile)]
+            ["perf", "record", *PERF_ARGS, "-g", "-p", str(broker.pid), "-o", str(profile)]
             if os.environ.get("BENCH_PERF")
             else [
                 str(Path(sys.executable).parent / "py-spy"),
@@ -482,6 +545,7 @@ def cold_read(
                 "--pid",
                 str(broker.pid),
                 "--threads",
+                *(["--native"] if os.environ.get("BENCH_NATIVE") else []),
                 "--format",
                 "raw",
                 "--output",
@@ -500,6 +564,14 @@ def cold_read(
             kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
     faults = minor_faults(broker.pid) - faults_before
+    switches = context_switches(broker.pid) - switches_before
+    names.update(thread_names(broker.pid))
+    threads_after = thread_cpu(broker.pid, names)
+    by_thread = {
+        k: v - threads_before.get(k, 0.0)
+        for k, v in threads_after.items()
+        if v - threads_before.get(k, 0.0) > 0
+    }
     store_cpu = cpu_seconds(store.proc.pid) - store_before
     if spy is not None:
         spy.send_signal(signal.SIGINT)
@@ -521,6 +593,8 @@ def cold_read(
         store_cpu,
         gets,
         faults,
+        switches,
+        by_thread,
         consumers,
         kc.per_partition,
         windows.samples,
@@ -994,7 +1068,13 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"(d) {name}: broker RSS {cr.rss_before / MiB:.0f} MiB before, peak "
             f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
             f"{cr.cpu_s / (total / GiB):.2f} s per GiB read, "
-            f"{cr.minor_faults / (total / GiB):,.0f} minor page faults per GiB"
+            f"{cr.minor_faults / (total / GiB):,.0f} minor page faults, "
+            f"{cr.switches / (total / GiB):,.0f} context switches per GiB"
+        )
+        ranked = sorted(cr.by_thread.items(), key=lambda kv: -kv[1])
+        print(
+            f"(d) {name}: broker CPU per GiB by thread: "
+            + ", ".join(f"{k} {v / (total / GiB):.2f}" for k, v in ranked if v > 0.005)
         )
 
 

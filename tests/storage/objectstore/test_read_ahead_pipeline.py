@@ -4,7 +4,8 @@ Each stream keeps a window of chunks loaded or in flight past its reader's chunk
 it from what it measures (docs/read-ahead.md): it grows while a fast consumer waits for the
 store and shrinks to what a slow consumer drains per GET; all streams together hold at most
 the broker-wide budget; a reader that stops leaves at most one window fetched and unread;
-no chunk is ever fetched twice. The store is real (``file://``); wrappers around the
+no chunk is ever fetched twice; a read's first chunk is fetched alone, read-ahead after it.
+The store is real (``file://``); wrappers around the
 plugin's backend hold chosen ranged GETs open, or delay every GET, and count the GETs.
 """
 
@@ -457,3 +458,20 @@ def test_a_stream_lends_the_chunk_it_is_in_without_a_copy(
         assert not isinstance(view.obj, (bytes, bytearray))  # the chunk's own buffer
         assert stream.read(5) == data[CHUNK : CHUNK + 5]  # the same position for every read
         assert stream.read_view(CHUNK) == data[CHUNK + 5 : 2 * CHUNK]
+
+
+def test_read_ahead_waits_until_the_reader_has_its_first_chunk(
+    rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+) -> None:
+    md, data = upload(rsm, tmp_path, 8)
+    gated = gate(rsm)
+    key = rsm.keys_for(md).log
+    with ThreadPoolExecutor(1) as pool:
+        stream = rsm.fetch_log_segment(md, 0)
+        first = pool.submit(stream.read, CHUNK)
+        wait_until(lambda: gated.flying(key) == {0}, what="the reader's own GET issued")
+        holds_for(lambda: gated.flying(key) == {0}, 0.2, "nothing beside the first chunk")
+        gated.let_through(key, *range(8))
+        assert first.result(10) == data[:CHUNK]
+        wait_until(lambda: gated.issued[(key, 1)] == 1, what="read-ahead after the first chunk")
+        stream.close()

@@ -14,6 +14,11 @@ gets there (the plugin also keeps it in its chunk cache for other readers); a st
 stops holds less than one window. A read-ahead task that has not started when the reader
 needs its chunk is cancelled and the chunk is loaded inline, so queueing never delays a
 reader and no chunk is fetched twice.
+
+A stream's read-ahead starts once its reader has its first chunk, not while that chunk is
+still on its way: the first bytes of a read are what its caller waits for, and GETs issued
+beside that one share the store, the network and the CPU with it. A stream entering a
+segment that was warmed finds its first chunk cached, so nothing waits for that.
 """
 
 from __future__ import annotations
@@ -168,6 +173,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         chunk_id = self._next_chunk
         self._next_chunk += 1
         with self._lock:
+            first = self._scheduled_to == chunk_id
             self._current = chunk_id
             self._scheduled_to = max(self._scheduled_to, chunk_id + 1)
             future = self._pending.pop(chunk_id, None)
@@ -176,7 +182,8 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
                 if held:
                     self._account.release(held)
                 self._account.touch()
-            self._fill()
+            if not first:
+                self._fill()
         started = self._clock()
         data = self._take(chunk_id, future)
         now = self._clock()

@@ -270,6 +270,7 @@ class ObjectStoreRemoteStorageManager(
         if self._cache_writer is not None:
             self._cache_writer.shutdown(wait=True, cancel_futures=True)
         self.read_ahead_budget.close()
+        self.backend.close()
         self.chunk_cache.clear()
         self.manifest_cache.clear()
         self.index_cache.clear()

@@ -287,7 +287,8 @@ class RemoteReader:
         want = spec.max_bytes
         if md.segment_size_in_bytes > cursor.position:  # no buffer beyond the segment
             want = min(want, md.segment_size_in_bytes - cursor.position)
-        window = cursor.read(max(size, want))
+        # up to ``want``, but no copy beyond the batch that spans a chunk boundary
+        window = cursor.read(max(size, want), need=size)
         served, last = _whole_valid_batches(window, md)
         if served == 0:
             if len(window) < size:
