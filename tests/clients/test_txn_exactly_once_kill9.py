@@ -6,7 +6,6 @@ committed offsets cover the whole input."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import partial
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.eos_run import (
+    KILLS,
     PROGRESS_S,
     Copier,
     copied_past,
@@ -24,7 +24,6 @@ from tests.helpers.eos_run import (
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_clients import create_topic, read_all
 
-KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
 #: A round (a kill, a restart, more input) takes up to about 20 s here.
 pytestmark = pytest.mark.timeout(300 + 30 * KILLS)
 CHUNK = 1000

@@ -11,7 +11,6 @@ allows."""
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable
 from functools import partial
@@ -23,6 +22,7 @@ from tests.helpers.broker import BrokerProcess
 from tests.helpers.cluster import SESSION_TIMEOUT_MS, bootstrap, create_topic, start_cluster, state
 from tests.helpers.eos_copier import GROUP, TRANSACTIONAL_ID
 from tests.helpers.eos_run import (
+    KILLS,
     PROGRESS_S,
     Copier,
     copied_past,
@@ -37,7 +37,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.group.schema import OFFSETS_TOPIC, partition_for
 from tierlog.server.txn.schema import TRANSACTION_STATE_TOPIC, coordinator_partition
 
-KILL_ROUNDS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
+KILL_ROUNDS = KILLS
 """Acceptance "exactly-once loop" of issue 14: 5 kills in ``make test``, 50 under soak."""
 
 #: A round (a kill, the broker back in every ISR, more input) takes up to about a minute here.

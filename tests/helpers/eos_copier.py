@@ -44,20 +44,18 @@ class Watchdog:
     def __init__(self, stall_s: float) -> None:
         self._stall_s = stall_s
         self._allowed = stall_s
-        self._last = time.monotonic()
+        self._beaten = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
 
     def beat(self, timeout_s: float | None = None) -> None:
         self._allowed = self._stall_s if timeout_s is None else timeout_s + STALL_S - API_TIMEOUT_S
-        self._last = time.monotonic()
+        self._beaten.set()
 
     def _watch(self) -> None:
-        while True:
-            time.sleep(1)
-            stalled = time.monotonic() - self._last
-            if stalled > self._allowed:
-                print(f"copier: no step for {stalled:.0f} s: exiting", file=sys.stderr, flush=True)
-                os._exit(5)
+        while self._beaten.wait(self._allowed):
+            self._beaten.clear()
+        print(f"copier: no step for {self._allowed:.0f} s: exiting", file=sys.stderr, flush=True)
+        os._exit(5)
 
 
 def _committed_total(consumer: ck.Consumer, source: str, partitions: int) -> int:

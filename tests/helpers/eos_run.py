@@ -12,6 +12,7 @@ single-node and the three-broker exactly-once tests.
 * ``sink_end(bootstrap, sink, partitions)`` / ``copied_past(bootstrap, copier, mark)``: the
   sink's total high watermark, and whether the copier has written past ``mark`` (reviving a
   copier that died), so that a crash is injected only once the copier made progress.
+* ``KILLS``: how many crashes a run injects.
 * ``PROGRESS_S``: the deadline for ``copied_past`` after a crash.
 * ``exactly_once_report(out, total)``: what the output lacks and what it holds twice,
   empty when each ``b"out-<i>"`` is there exactly once.
@@ -19,6 +20,7 @@ single-node and the three-broker exactly-once tests.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -32,6 +34,9 @@ from tests.helpers.poll import wait_until
 #: (``STALL_S``), and its successor's InitProducerId waits for the abort of the transaction it
 #: fences (up to ``transaction.timeout.ms``).
 PROGRESS_S = STALL_S + 75
+
+#: Crashes per exactly-once run: 5 in ``make test``, 50 under ``TIERLOG_SOAK=1``.
+KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
 
 
 class Copier:
