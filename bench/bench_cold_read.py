@@ -545,6 +545,7 @@ def cold_read(
                 "--pid",
                 str(broker.pid),
                 "--threads",
+                *("--rate", os.environ.get("BENCH_SPY_RATE", "100")),
                 *(["--native"] if os.environ.get("BENCH_NATIVE") else []),
                 "--format",
                 "raw",
@@ -805,7 +806,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         broker.stop()
         proxy.stop()
         store.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        (None if os.environ.get("BENCH_KEEP") else shutil.rmtree(root, ignore_errors=True))
     return StoreRun(
         store_name,
         sent,

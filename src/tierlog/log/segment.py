@@ -1,8 +1,9 @@
 """One log segment: a ``.log`` file of whole v2 batches plus its offset and time indexes.
 
 A segment never interprets records. Appends are one ``pwritev`` of already-validated batches;
-reads are one ``pread`` of a byte range found through the offset index and cut at a batch
-boundary. Only recovery and timestamp lookups walk batch headers, and only timestamp lookups
+reads are one ``pread`` of a byte range found through the offset index (and the headers of
+the batches between the index entry and the offset) and cut at a batch boundary. Only
+recovery and timestamp lookups validate batches while walking them, and only timestamp lookups
 decode records (of a single batch).
 
 Index entries follow Kafka's ``LogSegment.append``: a batch gets an entry when more than
@@ -38,6 +39,7 @@ from tierlog.protocol.records import (
     batch_size_at,
     check_batch,
     iter_records,
+    walk_headers,
     whole_batches_length,
 )
 
@@ -306,12 +308,27 @@ class LogSegment:
         return os.pread(self.fd, header.size, header.position)
 
     def translate_offset(self, offset: int, max_position: int) -> BatchHeader | None:
-        """The first batch whose last offset is >= ``offset`` (it may start before it)."""
+        """The first batch whose last offset is >= ``offset`` (it may start before it).
+
+        Walks batch headers only (one small ``pread`` per batch passed over): the batches
+        were validated when they were appended or recovered, and the Fetch that asks reads
+        the batch itself right after, so reading it here too would read every byte twice.
+        Where the walk ends short of ``max_position`` without the offset, the bytes there
+        are damaged, and the validating walk says how."""
         start = self.offset_index.lookup(offset).position
-        for h in self.iter_batches(start, max_position):
+        end = start
+        for h in walk_headers(self._pread, start, max_position):
             if h.last_offset >= offset:
                 return h
+            end = h.position + h.size
+        if end < max_position:
+            for h in self.iter_batches(end, max_position):  # raises at the damage
+                if h.last_offset >= offset:
+                    return h
         return None
+
+    def _pread(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
 
     def read(
         self, offset: int, max_size: int, max_position: int, min_one_message: bool
