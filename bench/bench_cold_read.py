@@ -428,6 +428,18 @@ class ColdRead:
     consumers: str = "one"
     per_partition: list[float] = field(default_factory=list)
     windows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    fetches: float = 0.0
+
+
+def fetch_requests(broker: Broker) -> float:
+    """Fetch requests the broker has handled (its ``tierlog_requests_total``): a read's
+    CPU is mostly per Fetch, so cold and hot are compared per request as well as per GiB."""
+    with urllib.request.urlopen(broker.metrics_url, timeout=5) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith('tierlog_requests_total{api="Fetch"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -528,6 +540,7 @@ def cold_read(
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
+    fetches_before = fetch_requests(broker)
     cpu_before = cpu_seconds(broker.pid)
     faults_before = minor_faults(broker.pid)
     switches_before = context_switches(broker.pid)
@@ -599,6 +612,7 @@ def cold_read(
         consumers,
         kc.per_partition,
         windows.samples,
+        fetch_requests(broker) - fetches_before,
     )
 
 
@@ -654,6 +668,7 @@ class StoreRun:
     first_bytes: list[float]
     single_get_s: float  # one chunk GET alone through the proxy: latency + transfer
     window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
+    hot_fetches: list[float]  # Fetch requests of each round's hot read
 
 
 def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
@@ -701,6 +716,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     segment = str(args.segment_mib * MiB)
     parallel = args.ceiling_inflight
     hot_cpu: list[float] = []
+    hot_fetches: list[float] = []
     waste: Waste | None = None
     first_bytes: list[float] = []
     window_runs: list[ColdRead] = []
@@ -758,9 +774,11 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             store_before = cpu_seconds(store.proc.pid)
             raws.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
             raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
+            fetches_before = fetch_requests(broker)
             cpu_before = cpu_seconds(broker.pid)
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
             hot_cpu.append(cpu_seconds(broker.pid) - cpu_before)
+            hot_fetches.append(fetch_requests(broker) - fetches_before)
         single_get = raw_parallel_get(backend, objects[:1], args.chunk_mib * MiB, 1)
         if args.window_table:  # one more cold read per mode, its window sampled
             for mode in modes:
@@ -824,6 +842,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         first_bytes,
         single_get.mean_get_s,
         window_runs,
+        hot_fetches,
     )
 
 
@@ -1054,9 +1073,10 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"hot read; {run.store} busy {busy:.0%} of a core"
         )
     runs = [(f"round {i + 1}", c) for i, c in enumerate(run.colds)]
-    for name, cr in [*runs, ("baseline", run.base)]:
+    for i, (name, cr) in enumerate([*runs, ("baseline", run.base)]):
         if cr is None:
             continue
+        r = i // modes
         if name == "baseline":
             print(f"    cold, no cache, no prefetch: {rate(cr.seconds)}")
         gets = {k: v / remote_gib for k, v in cr.gets.items()}
@@ -1070,7 +1090,15 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
             f"{cr.cpu_s / (total / GiB):.2f} s per GiB read, "
             f"{cr.minor_faults / (total / GiB):,.0f} minor page faults, "
-            f"{cr.switches / (total / GiB):,.0f} context switches per GiB"
+            f"{cr.switches / (total / GiB):,.0f} context switches per GiB; "
+            f"{cr.fetches / (total / GiB):,.0f} Fetch requests per GiB, "
+            f"{cr.cpu_s / max(cr.fetches, 1) * 1000:.2f} ms of broker CPU each"
+            + (
+                f" (hot: {run.hot_fetches[r] / (total / GiB):,.0f} per GiB, "
+                f"{run.hot_cpu[r] / max(run.hot_fetches[r], 1) * 1000:.2f} ms each)"
+                if r < len(run.hot_fetches)
+                else ""
+            )
         )
         ranked = sorted(cr.by_thread.items(), key=lambda kv: -kv[1])
         print(
