@@ -117,6 +117,10 @@ class S3Server:
     name = ""
     key_id = "bench"
     secret = "bench"
+    #: ``--split-cores``: the CPUs of the store side (the server and the latency proxy); the
+    #: bench, and so the broker, kcat and the ceiling's GETs, keep the others. None: all
+    #: share every CPU.
+    cpus: set[int] | None = None
 
     def __init__(self, root: Path, bucket: str) -> None:
         self.port = free_port()
@@ -127,6 +131,11 @@ class S3Server:
 
     def _spawn(self, root: Path, bucket: str) -> subprocess.Popen[bytes]:
         raise NotImplementedError
+
+    @classmethod
+    def pinned(cls) -> list[str]:
+        """The command prefix that starts the server on the store side's CPUs, if split."""
+        return [] if cls.cpus is None else ["taskset", "-c", ",".join(map(str, cls.cpus))]
 
     def _up(self) -> bool:
         if self.proc.poll() is not None:
@@ -151,7 +160,7 @@ class Moto(S3Server):
     def _spawn(self, root: Path, bucket: str) -> subprocess.Popen[bytes]:
         server = str(Path(sys.executable).parent / "moto_server")
         return subprocess.Popen(
-            [server, "-H", "127.0.0.1", "-p", str(self.port)],
+            [*self.pinned(), server, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -175,6 +184,7 @@ class S3rver(S3Server):
         data.mkdir()
         return subprocess.Popen(
             [
+                *self.pinned(),
                 str(S3RVER),
                 "-d",
                 str(data),
@@ -429,17 +439,23 @@ class ColdRead:
     per_partition: list[float] = field(default_factory=list)
     windows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     fetches: float = 0.0
+    fetch_s: float = 0.0  # the broker's time in those Fetches, from decoding to the response
 
 
-def fetch_requests(broker: Broker) -> float:
-    """Fetch requests the broker has handled (its ``tierlog_requests_total``): a read's
-    CPU is mostly per Fetch, so cold and hot are compared per request as well as per GiB."""
+def fetch_requests(broker: Broker) -> tuple[float, float]:
+    """Fetch requests the broker has handled and the seconds they took in all, from decoding
+    to the response being ready (``tierlog_requests_total``,
+    ``tierlog_request_latency_seconds_sum``): a read's CPU is mostly per Fetch, and kcat
+    keeps one Fetch in flight, so its pace is one Fetch's time."""
     with urllib.request.urlopen(broker.metrics_url, timeout=5) as r:
         text = r.read().decode()
+    count = seconds = 0.0
     for line in text.splitlines():
         if line.startswith('tierlog_requests_total{api="Fetch"}'):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+            count = float(line.rsplit(" ", 1)[1])
+        elif line.startswith('tierlog_request_latency_seconds_sum{api="Fetch"}'):
+            seconds = float(line.rsplit(" ", 1)[1])
+    return count, seconds
 
 
 def cpu_seconds(pid: int) -> float:
@@ -612,7 +628,7 @@ def cold_read(
         consumers,
         kc.per_partition,
         windows.samples,
-        fetch_requests(broker) - fetches_before,
+        *(a - b for a, b in zip(fetch_requests(broker), fetches_before, strict=True)),
     )
 
 
@@ -677,6 +693,8 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     store = STORES[store_name](root, bucket)
     proxy = LatencyProxy("127.0.0.1", store.port, latency_s=args.latency_ms / 1000)
     proxy.start()
+    if S3Server.cpus is not None:
+        proxy.pin(S3Server.cpus)
     log_dir = root / "data"
     rsm = {
         "storage.url": f"s3://{bucket}/tiered",
@@ -778,7 +796,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             cpu_before = cpu_seconds(broker.pid)
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
             hot_cpu.append(cpu_seconds(broker.pid) - cpu_before)
-            hot_fetches.append(fetch_requests(broker) - fetches_before)
+            hot_fetches.append(fetch_requests(broker)[0] - fetches_before[0])
         single_get = raw_parallel_get(backend, objects[:1], args.chunk_mib * MiB, 1)
         if args.window_table:  # one more cold read per mode, its window sampled
             for mode in modes:
@@ -1000,7 +1018,13 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         f"{args.cache_class} cache {args.cache_mib} MiB; proxy "
         f"+{args.latency_ms:.0f} ms/request; kcat fetch.wait.max.ms={args.kcat_fetch_wait_ms}; "
         f"produce {total / MiB / run.produce_s:.0f} MiB/s, "
-        f"last upload {run.upload_wait_s:.1f} s after produce; load average "
+        f"last upload {run.upload_wait_s:.1f} s after produce; "
+        + (
+            f"store and proxy on CPU {sorted(S3Server.cpus)}, the rest off it; "
+            if S3Server.cpus
+            else ""
+        )
+        + "load average "
         f"{os.getloadavg()[0]:.1f}"
     )
     modes = max(1, len(run.colds) // max(1, len(run.hots)))
@@ -1092,7 +1116,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"{cr.minor_faults / (total / GiB):,.0f} minor page faults, "
             f"{cr.switches / (total / GiB):,.0f} context switches per GiB; "
             f"{cr.fetches / (total / GiB):,.0f} Fetch requests per GiB, "
-            f"{cr.cpu_s / max(cr.fetches, 1) * 1000:.2f} ms of broker CPU each"
+            f"{cr.cpu_s / max(cr.fetches, 1) * 1000:.2f} ms of broker CPU and "
+            f"{cr.fetch_s / max(cr.fetches, 1) * 1000:.2f} ms in the broker each"
             + (
                 f" (hot: {run.hot_fetches[r] / (total / GiB):,.0f} per GiB, "
                 f"{run.hot_cpu[r] / max(run.hot_fetches[r], 1) * 1000:.2f} ms each)"
@@ -1192,7 +1217,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
+    parser.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="the S3 server and the proxy on the last CPU, the broker, kcat and the ceiling's "
+        "GETs on the others (the store is not on the broker's machine in production)",
+    )
     args = parser.parse_args(argv)
+    if args.split_cores:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--split-cores needs two CPUs or more")
+        S3Server.cpus = {cpus[-1]}
+        # before any thread starts: every thread and process started from here inherits it
+        os.sched_setaffinity(0, set(cpus[:-1]))
     stores = [s.strip() for s in args.store.split(",") if s.strip()]
     unknown = [s for s in stores if s not in STORES]
     if unknown or not stores:

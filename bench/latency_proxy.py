@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import socket
 import struct
 import threading
@@ -114,6 +115,12 @@ class LatencyProxy:
         if self._thread is not None:
             self._thread.join(10)
         self._loop = None
+
+    def pin(self, cpus: set[int]) -> None:
+        """Run the proxy's thread on ``cpus`` only (a benchmark keeping it off the cores of
+        the process it measures)."""
+        assert self._thread is not None and self._thread.native_id is not None
+        os.sched_setaffinity(self._thread.native_id, cpus)
 
     def inject(self, fault: Fault) -> None:
         with self._lock:

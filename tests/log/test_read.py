@@ -6,7 +6,13 @@ import pytest
 
 from tests.log.log_helpers import ManagerFactory, ManualClock, batch, new_log
 from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
-from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
+from tierlog.protocol.records import (
+    RecordsError,
+    SimpleRecord,
+    build_batch,
+    iter_records,
+    scan_batches,
+)
 
 BASE_TS = 1_700_000_000_000
 
@@ -85,3 +91,46 @@ def test_log_append_time_sets_batch_timestamp(
     assert result.log_append_time_ms == clock.now
     data = part.read(0, 10_000).to_bytes()
     assert {r.timestamp for r in iter_records(data)} == {clock.now}
+
+
+def _rchar() -> int:
+    """Bytes this process has read through read/pread so far (the kernel's count)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def _large_batches(make_manager: ManagerFactory, n: int) -> tuple[PartitionLog, int]:
+    """``n`` batches of ~200 KiB in one segment, with no index entry between them (a Fetch
+    walks from the segment's start to the batch it wants)."""
+    cfg = LogConfig(index_interval_bytes=1 << 30, segment_bytes=1 << 30)
+    part = new_log(make_manager(cfg))
+    for i in range(n):
+        part.append_as_leader(batch(4, value_size=50_000, tag=i), leader_epoch=0)
+    size = scan_batches(part.read(0, 1).to_bytes())[0].size
+    assert size > 64 * 1024  # larger than a validating walk's read
+    return part, size
+
+
+def test_a_fetch_reads_the_headers_before_its_batch_and_the_batch_once(
+    make_manager: ManagerFactory,
+) -> None:
+    part, size = _large_batches(make_manager, 6)
+    before = _rchar()
+    fetch = part.read(17, size)  # in the fifth batch
+    read = _rchar() - before
+    data = fetch.to_bytes()
+    assert scan_batches(data)[0].base_offset == 16 and len(data) == size
+    # the batch once, plus a header per batch walked over (not those batches whole)
+    assert read < size + 4096
+
+
+def test_damage_between_the_index_entry_and_the_offset_is_reported(
+    make_manager: ManagerFactory,
+) -> None:
+    part, size = _large_batches(make_manager, 6)
+    with open(part.segments()[0].log_path, "r+b") as f:
+        f.seek(2 * size + 8)  # the third batch's length field
+        f.write(b"\x00\x00\x00\x05")
+    with pytest.raises(RecordsError):
+        part.read(17, size)
+    assert scan_batches(part.read(0, size).to_bytes())[0].base_offset == 0

@@ -65,6 +65,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "tierlog_remote_fetch_bytes_total", "counter", "topic, partition", "Bytes read remotely."
     ),
     MetricDoc(
+        "tierlog_remote_fetch_ready_total",
+        "counter",
+        "topic, partition",
+        "Remote reads answered on the event loop from bytes a parked stream held "
+        "(no reader-pool hand-off).",
+    ),
+    MetricDoc(
         "tierlog_remote_fetch_errors_total", "counter", "topic, partition", "Failed remote reads."
     ),
     MetricDoc(

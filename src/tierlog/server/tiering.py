@@ -337,6 +337,7 @@ class Tiering:
                 m.copy_errors,
                 m.fetch_requests,
                 m.fetch_bytes,
+                m.fetch_ready,
                 m.fetch_errors,
                 m.delete_requests,
                 m.delete_errors,

@@ -78,3 +78,13 @@ def test_a_resumed_law_keeps_the_window_and_the_estimates() -> None:
     nxt = law.resumed()
     assert nxt.ahead == 16 and nxt.get_s == law.get_s and nxt.consume_s == law.consume_s
     assert nxt.window_bytes == 16 * CHUNK
+
+
+def test_the_window_grows_past_a_segment_when_each_segment_is_a_new_stream() -> None:
+    # 64 MiB segments of 4 MiB chunks: a stream per 16 chunks, each resumed from the last;
+    # a reader the store keeps waiting must still get past a window of one segment
+    law = WindowLaw(CHUNK, 32)
+    for _ in range(16):
+        simulate(law, 16, latency=0.3, consume=0.001)
+        law = law.resumed()
+    assert law.ahead == 32

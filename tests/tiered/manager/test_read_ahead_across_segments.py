@@ -252,3 +252,20 @@ def test_a_missing_index_still_fails_a_read_at_a_segments_first_batch(stack: Sta
     res = stack.read(md.start_offset, 24 * KiB)
     assert res.error is not ErrorCode.NONE
     assert not res.records
+
+
+def test_a_sequential_fetch_within_the_chunk_is_answered_without_the_reader_pool(
+    stack: Stack,
+) -> None:
+    md = stack.segments()[0]
+    labels = {"topic": TIP.topic, "partition": str(TIP.partition)}
+
+    def ready() -> float:
+        return stack.rlm.metrics.value("tierlog_remote_fetch_ready_total", **labels)
+
+    first = stack.read(md.start_offset, 1)  # one batch; the stream parks in its chunk
+    got = offsets_of(first.records)
+    assert got == [md.start_offset] and ready() == 0
+    second = stack.read(got[-1] + 1, 1)
+    assert offsets_of(second.records) == [got[-1] + 1]
+    assert ready() == 1  # served from the parked chunk on the caller's loop

@@ -79,10 +79,15 @@ class WindowLaw:
         self._hold = 0
 
     def resumed(self) -> WindowLaw:
-        """A law for the same reader's next stream (its next segment): it starts from this
-        window and these estimates instead of from scratch."""
+        """A law for the same reader's next stream (its next segment): it continues this
+        one, its window, its estimates and its epoch, instead of starting from scratch. An
+        epoch lasts as many advances as the window has chunks, as long as a whole segment
+        once the window is a segment's worth of chunks (64 MiB segments, 16 chunks of
+        4 MiB): an epoch ended with each stream would never be decided there, and the
+        window could not grow past one segment."""
         law = WindowLaw(self.chunk, self.cap, initial=self.ahead)
-        law.get_s, law.consume_s = self.get_s, self.consume_s
+        for name in self.__slots__:
+            setattr(law, name, getattr(self, name))
         return law
 
     @property

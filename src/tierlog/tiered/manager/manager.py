@@ -56,6 +56,7 @@ from tierlog.tiered.manager.quota import ByteRateQuota, QuotaConfig, wall_clock_
 from tierlog.tiered.manager.reader import (
     SEARCH_LOCAL,
     RemoteOffsetOutOfRange,
+    RemoteReadData,
     RemoteReader,
     RemoteReadSpec,
 )
@@ -460,6 +461,10 @@ class RemoteLogManager:
                 results[i] = RemoteFetchResult(req)
                 continue
             remaining -= max(budget, 0)
+            ready = self._read_ready(req, max(budget, 0), min_one)
+            if ready is not None:
+                results[i] = ready
+                continue
             try:
                 fut = self._readers.submit(self._read_one, req, max(budget, 0), min_one)
             except (RejectedExecution, RuntimeError) as e:
@@ -482,13 +487,11 @@ class RemoteLogManager:
             r if r is not None else RemoteFetchResult(requests[i]) for i, r in enumerate(results)
         ]
 
-    def _read_one(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteFetchResult:
+    def _spec(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteReadSpec | None:
         lg = req.log
-        labels = (lg.tp.topic, str(lg.tp.partition))
-        self.metrics.fetch_requests.labels(*labels).inc()
         if lg.topic_id is None:
-            return RemoteFetchResult(req, ErrorCode.UNKNOWN_TOPIC_ID)
-        spec = RemoteReadSpec(
+            return None
+        return RemoteReadSpec(
             TopicIdPartition(lg.topic_id, lg.tp.topic, lg.tp.partition),
             req.fetch_offset,
             budget,
@@ -497,6 +500,28 @@ class RemoteLogManager:
             req.read_committed,
             lambda start, upper: lg.collect_aborted_txns(start, upper, from_start=True)[0],
         )
+
+    def _read_ready(
+        self, req: RemoteFetchRequest, budget: int, min_one: bool
+    ) -> RemoteFetchResult | None:
+        """The read answered on the event loop when a parked cursor already holds it
+        (``RemoteReader.read_ready``); None: it goes to the reader pool."""
+        spec = self._spec(req, budget, min_one)
+        data = None if spec is None else self.reader.read_ready(spec)
+        if data is None:
+            return None
+        labels = (req.log.tp.topic, str(req.log.tp.partition))
+        self.metrics.fetch_requests.labels(*labels).inc()
+        self.metrics.fetch_ready.labels(*labels).inc()
+        return self._served(req, data)
+
+    def _read_one(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteFetchResult:
+        lg = req.log
+        labels = (lg.tp.topic, str(lg.tp.partition))
+        self.metrics.fetch_requests.labels(*labels).inc()
+        spec = self._spec(req, budget, min_one)
+        if spec is None:
+            return RemoteFetchResult(req, ErrorCode.UNKNOWN_TOPIC_ID)
         try:
             data = self.reader.read(spec)
         except RemoteOffsetOutOfRange as e:
@@ -508,8 +533,13 @@ class RemoteLogManager:
             log.warning("%s: remote read at %d failed: %r", lg.tp, req.fetch_offset, e)
             code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
             return RemoteFetchResult(req, code, error_message=str(e))
+        return self._served(req, data)
+
+    def _served(self, req: RemoteFetchRequest, data: RemoteReadData) -> RemoteFetchResult:
         self.fetch_quota.record(len(data.records))
-        self.metrics.fetch_bytes.labels(*labels).inc(len(data.records))
+        self.metrics.fetch_bytes.labels(req.log.tp.topic, str(req.log.tp.partition)).inc(
+            len(data.records)
+        )
         return RemoteFetchResult(
             req, records=data.records, aborted_transactions=data.aborted_transactions
         )

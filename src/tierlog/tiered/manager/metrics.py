@@ -66,6 +66,10 @@ class RemoteMetrics:
         self.fetch_bytes = per_partition_counter(
             "tierlog_remote_fetch_bytes", "Bytes returned by remote reads."
         )
+        self.fetch_ready = per_partition_counter(
+            "tierlog_remote_fetch_ready",
+            "Remote reads answered on the event loop from bytes a parked stream held.",
+        )
         self.fetch_errors = per_partition_counter(
             "tierlog_remote_fetch_errors", "Remote reads that failed."
         )

@@ -187,6 +187,61 @@ class RemoteReader:
             aborted = self._aborted_txns(spec, md, served.last + 1)
         return RemoteReadData(served.records, aborted, md, fetched)
 
+    def read_ready(self, spec: RemoteReadSpec) -> RemoteReadData | None:
+        """The read, if a cursor parked at the offset already holds its first batch whole in
+        memory; else None, and ``read`` must do it (on the reader pool). Never blocks: no
+        plugin call, no stream read, so the event loop can call it and answer a sequential
+        consumer without two thread hand-offs per Fetch (which, more than CPU, pace a
+        consumer that keeps one Fetch in flight). Whatever is unusual (a batch across the
+        chunk boundary, the segment's last batch, damage, aborted transactions to look up in
+        a remote transaction index) is left to ``read``, which decides and reports it;
+        nothing is consumed from the cursor then.
+
+        read_committed is served here when no remote transaction index from this segment on
+        has to be loaded: the aborted transactions then come from the local log alone."""
+        offset = spec.fetch_offset
+        try:
+            md = self._first_segment(spec)
+            if spec.read_committed and (
+                not md.txn_idx_empty
+                or self._next_with_txn_index(spec, md.end_offset + 1) is not None
+            ):
+                return None
+        except Exception:  # no segment, metadata still loading...: ``read`` reports it
+            return None
+        cursor = self.parked.take(spec.tip, md, offset)
+        if cursor is None:
+            return None
+        served, last = self._ready_bytes(spec, md, cursor)
+        if served == 0 or last >= md.end_offset:
+            self.parked.park(cursor, spec.tip, offset)
+            return None
+        records = cursor.read(served)  # within the carry: a view, nothing read
+        self.parked.park(cursor, spec.tip, last + 1)
+        self._warm_next(spec, md, cursor.position)
+        aborted = self._aborted_txns(spec, md, last + 1) if spec.read_committed else None
+        return RemoteReadData(records, aborted, md, served)
+
+    @staticmethod
+    def _ready_bytes(
+        spec: RemoteReadSpec, md: RemoteLogSegmentMetadata, cursor: SegmentCursor
+    ) -> tuple[int, int]:
+        """Bytes of whole valid batches at the start of ``cursor``'s carry that answer
+        ``spec`` as ``_serve`` would, and their last offset; (0, -1) if the carry cannot."""
+        carry = cursor.carry
+        h = header_at(carry)
+        if (
+            h is None
+            or h.size > len(carry)
+            or not h.base_offset <= spec.fetch_offset <= h.last_offset
+            or (not spec.min_one_message and h.size > spec.max_bytes)
+        ):
+            return 0, -1
+        want = spec.max_bytes
+        if md.segment_size_in_bytes > cursor.position:
+            want = min(want, md.segment_size_in_bytes - cursor.position)
+        return _whole_valid_batches(carry[: max(h.size, min(want, len(carry)))], md)
+
     def _first_segment(self, spec: RemoteReadSpec) -> RemoteLogSegmentMetadata:
         offset = spec.fetch_offset
         epoch = epoch_for_offset(spec.epochs, offset)
