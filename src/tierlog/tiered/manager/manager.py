@@ -461,12 +461,13 @@ class RemoteLogManager:
                 results[i] = RemoteFetchResult(req)
                 continue
             remaining -= max(budget, 0)
-            ready = self._read_ready(req, max(budget, 0), min_one)
+            spec = self._spec(req, max(budget, 0), min_one)
+            ready = None if spec is None else self._read_ready(req, spec)
             if ready is not None:
                 results[i] = ready
                 continue
             try:
-                fut = self._readers.submit(self._read_one, req, max(budget, 0), min_one)
+                fut = self._readers.submit(self._read_one, req, spec)
             except (RejectedExecution, RuntimeError) as e:
                 results[i] = RemoteFetchResult(
                     req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)
@@ -502,12 +503,11 @@ class RemoteLogManager:
         )
 
     def _read_ready(
-        self, req: RemoteFetchRequest, budget: int, min_one: bool
+        self, req: RemoteFetchRequest, spec: RemoteReadSpec
     ) -> RemoteFetchResult | None:
         """The read answered on the event loop when a parked cursor already holds it
         (``RemoteReader.read_ready``); None: it goes to the reader pool."""
-        spec = self._spec(req, budget, min_one)
-        data = None if spec is None else self.reader.read_ready(spec)
+        data = self.reader.read_ready(spec)
         if data is None:
             return None
         labels = (req.log.tp.topic, str(req.log.tp.partition))
@@ -515,11 +515,12 @@ class RemoteLogManager:
         self.metrics.fetch_ready.labels(*labels).inc()
         return self._served(req, data)
 
-    def _read_one(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteFetchResult:
+    def _read_one(self, req: RemoteFetchRequest, spec: RemoteReadSpec | None) -> RemoteFetchResult:
+        """The read on the reader pool, with the spec the event loop built (None: the log
+        has no topic id)."""
         lg = req.log
         labels = (lg.tp.topic, str(lg.tp.partition))
         self.metrics.fetch_requests.labels(*labels).inc()
-        spec = self._spec(req, budget, min_one)
         if spec is None:
             return RemoteFetchResult(req, ErrorCode.UNKNOWN_TOPIC_ID)
         try:
