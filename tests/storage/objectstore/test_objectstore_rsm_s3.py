@@ -254,7 +254,8 @@ def test_timeouts_and_unreachable_stores_are_retriable_and_classified(
 
     rsm.open_segment(stored)  # manifest cached: the stalled GET is a chunk GET
     timeouts = errors("timeout")
-    latency_proxy.inject(proxy_fault("stall", count=1, method="GET", delay_s=3.0))
+    # two: the direct GET's, then obstore's repeat of it (``direct_get``)
+    latency_proxy.inject(proxy_fault("stall", count=2, method="GET", delay_s=3.0))
     with pytest.raises(RetriableRemoteStorageException, match="timeout"):
         rsm.fetch_log_segment(stored, 0).read()
     assert errors("timeout") == timeouts + 1

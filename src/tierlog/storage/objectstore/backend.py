@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -34,11 +36,15 @@ from obstore import Bytes
 from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectStore, S3Store
 
 from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.buffers import ChunkBuffers
 from tierlog.storage.objectstore.config import ObjectStoreConfig
+from tierlog.storage.objectstore.direct_get import DirectRangeReader
 from tierlog.storage.objectstore.errors import ObjectStoreConfigError, classify, translate
+from tierlog.storage.objectstore.transform import ENCRYPTION_OVERHEAD
 from tierlog.tiered.api import RemoteResourceNotFoundException, RemoteStorageException
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Backends with a bulk delete request.
 _BULK_DELETE_SCHEMES = ("s3", "az")
@@ -52,6 +58,7 @@ class ObjectBackend:
         *,
         part_size: int,
         max_concurrency: int,
+        direct: DirectRangeReader | None = None,
     ) -> None:
         self.store = store
         self.scheme = scheme
@@ -61,9 +68,13 @@ class ObjectBackend:
         self.request_counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._gets = _GetLoop()
+        #: Chunk GETs received into reused buffers (``direct_get``); None: all go to obstore.
+        self.direct = direct
 
     def close(self) -> None:
         """Stop the GET loop; a ranged GET after this raises ``RemoteStorageException``."""
+        if self.direct is not None:
+            self.direct.close()
         self._gets.close()
 
     @classmethod
@@ -79,6 +90,7 @@ class ObjectBackend:
             cfg.scheme,
             part_size=cfg.upload_part_size,
             max_concurrency=cfg.upload_max_concurrency,
+            direct=direct_reader(store, cfg),
         )
 
     # -- reads --------------------------------------------------------------------------
@@ -100,10 +112,26 @@ class ObjectBackend:
         before it is decoded or written to the disk cache."""
         if end <= start:
             return memoryview(b"")
-        data = self._call("get_range", key, functools.partial(self._get_range, key, start, end))
-        view = memoryview(data)
+        view = self._call("get_range", key, functools.partial(self._get_view, key, start, end))
         metrics.FETCH_BYTES.labels(object_type).inc(len(view))
         return view
+
+    def _get_view(self, key: str, start: int, end: int) -> memoryview:
+        """Into a reused buffer where one is free and the direct path works; any failure
+        there is repeated through obstore, whose retries and errors are the contract."""
+        if self.direct is not None:
+            try:
+                view = self.direct.get_into(key, start, end)
+            except Exception as e:
+                metrics.DIRECT_GET_FALLBACKS.labels("error").inc()
+                log.debug(
+                    "direct GET %s [%d, %d) failed, retried by obstore: %r", key, start, end, e
+                )
+            else:
+                if view is not None:
+                    return view
+                metrics.DIRECT_GET_FALLBACKS.labels("no_buffer").inc()
+        return memoryview(self._get_range(key, start, end))
 
     def _get_range(self, key: str, start: int, end: int) -> Bytes:
         return self._gets.get_range(self.store, key, start, end)
@@ -289,6 +317,32 @@ async def _cancel_others() -> None:
 
 async def _get_range(store: ObjectStore, key: str, start: int, end: int) -> Bytes:
     return await obstore.get_range_async(store, key, start=start, end=end)
+
+
+#: Environment variables that route HTTP through a proxy: obstore's client follows them and
+#: ``http.client`` does not, so the direct path stays off where one is set.
+_PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
+
+def direct_reader(store: ObjectStore, cfg: ObjectStoreConfig) -> DirectRangeReader | None:
+    """The direct chunk-GET path for ``cfg``, or None where it is off: not configured, a
+    store without presigned URLs (local, memory), or a proxy that only obstore's client
+    would honour."""
+    if not cfg.fetch_direct_get_enabled or not isinstance(store, (S3Store, GCSStore, AzureStore)):
+        return None
+    if any(os.environ.get(v) for v in _PROXY_VARIABLES):
+        return None
+    slot = cfg.chunk_size + (ENCRYPTION_OVERHEAD if cfg.encryption_enabled else 0)
+    slots = -(-cfg.fetch_chunk_cache_prefetch_total_max_size // slot) + cfg.fetch_thread_pool_size
+    buffers = ChunkBuffers(slot, max(slots, 1))
+    return DirectRangeReader(store, buffers, cfg.request_timeout_ms / 1000)
 
 
 def build_store(cfg: ObjectStoreConfig) -> ObjectStore:

@@ -229,11 +229,19 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
     GiB on a VM whose memory is backed on first touch, against ~0.15 s for the copy into
     the aligned buffer). The written chunk was just served from memory, so nothing is lost
     by not keeping it in the page cache; a later hit reads it from the disk. Where
-    ``O_DIRECT`` is refused the store writes buffered from then on."""
+    ``O_DIRECT`` is refused the store writes buffered from then on. A chunk that was
+    received into a page-aligned buffer with room for the padding (``aligned`` finds it:
+    the GET buffer pool's slots) is written from there, without the copy."""
 
-    def __init__(self, directory: Path, name_of: Callable[[K], str]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        name_of: Callable[[K], str],
+        aligned: Callable[[memoryview, int], memoryview | None] | None = None,
+    ) -> None:
         self._dir = directory
         self._name_of = name_of
+        self._aligned_source = aligned
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
@@ -266,6 +274,14 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         padded = -(-size // _DIRECT_ALIGN) * _DIRECT_ALIGN
         if padded == 0:
             return False
+        source = (
+            self._aligned_source(value, padded)
+            if self._aligned_source is not None and isinstance(value, memoryview)
+            else None
+        )
+        if source is not None:
+            with source:
+                return self._write_padded(path, source, size)
         with self._aligned_lock:
             if self._aligned is None or len(self._aligned) < padded:
                 if self._aligned is not None:
@@ -273,27 +289,31 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
                 self._aligned = mmap.mmap(-1, padded)
             buf = self._aligned
             buf[:size] = value
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT, 0o644)
-            except OSError as e:
-                if e.errno != errno.EINVAL:
-                    raise
-                self._direct = False
-                return False
-            try:
-                view = memoryview(buf)[:padded]
-                written = 0
-                while written < padded:
-                    written += os.write(fd, view[written:])
-                view.release()
-                os.ftruncate(fd, size)
-            except OSError as e:
-                os.close(fd)
-                if e.errno != errno.EINVAL:
-                    raise
-                self._direct = False
-                return False
+            with memoryview(buf)[:padded] as view:
+                return self._write_padded(path, view, size)
+
+    def _write_padded(self, path: Path, view: memoryview, size: int) -> bool:
+        """Write the page-aligned ``view`` (its length a multiple of the alignment) with
+        ``O_DIRECT`` and cut the file to ``size``; False where ``O_DIRECT`` is refused."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT, 0o644)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            self._direct = False
+            return False
+        try:
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            os.ftruncate(fd, size)
+        except OSError as e:
             os.close(fd)
+            if e.errno != errno.EINVAL:
+                raise
+            self._direct = False
+            return False
+        os.close(fd)
         return True
 
     def materialise(self, handle: Path) -> bytes | memoryview | None:
@@ -613,9 +633,11 @@ def disk_chunk_cache(
     clock: Callable[[], float] = time.monotonic,
     writer: Executor | None = None,
     max_pending_writes: int = 8,
+    aligned: Callable[[memoryview, int], memoryview | None] | None = None,
 ) -> Cache[ChunkKey, bytes | memoryview, Path]:
-    """Chunks as files; with ``writer``, written behind the readers (see the module doc)."""
-    store: _DiskStore[ChunkKey] = _DiskStore(directory, _chunk_file_name)
+    """Chunks as files; with ``writer``, written behind the readers (see the module doc).
+    ``aligned``: the page-aligned buffer a chunk was received into, if any (``_DiskStore``)."""
+    store: _DiskStore[ChunkKey] = _DiskStore(directory, _chunk_file_name, aligned)
     return Cache(
         "chunk_disk",
         store,

@@ -67,6 +67,7 @@ class ObjectStoreConfig:
     fetch_indexes_cache_size: int = 32 * MiB
     fetch_indexes_cache_retention_ms: int = 600_000
     fetch_thread_pool_size: int = 8
+    fetch_direct_get_enabled: bool = True
     custom_metadata_enabled: bool = True
 
     @classmethod
@@ -158,6 +159,7 @@ class ObjectStoreConfig:
                 "fetch.indexes.cache.retention.ms", 600_000, minimum=1
             ),
             fetch_thread_pool_size=p.integer("fetch.thread.pool.size", 8, minimum=1, maximum=256),
+            fetch_direct_get_enabled=p.boolean("fetch.direct.get.enabled", True),
             custom_metadata_enabled=p.boolean("custom.metadata.enabled", True),
         )
 

@@ -100,3 +100,9 @@ READ_WAIT_SECONDS = Counter(
     "tierlog_objectstore_read_wait_seconds",
     "Time readers waited for the chunk they entered (not yet loaded by read-ahead).",
 )
+DIRECT_GET_FALLBACKS = Counter(
+    "tierlog_objectstore_direct_get_fallbacks",
+    "Chunk GETs that went to obstore instead of a reused buffer, by reason (no_buffer: the"
+    " pool was empty; error: the direct GET failed and obstore repeated it).",
+    ["reason"],
+)

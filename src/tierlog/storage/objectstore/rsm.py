@@ -207,6 +207,7 @@ class ObjectStoreRemoteStorageManager(
                 ttl_seconds=chunk_ttl,
                 writer=self._cache_writer,
                 max_pending_writes=_PENDING_CACHE_WRITES,
+                aligned=None if self.backend.direct is None else self.backend.direct.buffers.padded,
             )
         else:
             capacity = cfg.fetch_chunk_cache_size if cfg.fetch_chunk_cache_class == "memory" else 0

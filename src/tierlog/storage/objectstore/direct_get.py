@@ -1,0 +1,150 @@
+"""Ranged GETs of presigned URLs, received straight into the chunk buffer pool.
+
+obstore receives a body into buffers of its own and hands back a fresh allocation per
+chunk. For the chunk GETs of a cold read that costs about 0.2 CPU-s per GiB more than
+receiving into a reused buffer (measured side by side against s3rver: 0.64-0.77 against
+0.51-0.52 CPU-s per GiB including the HTTP client), because the fresh memory is faulted in
+page by page. No maintained Python HTTP client reads a body into a caller's buffer without
+an extra copy (urllib3's ``readinto`` reads into its own buffer first), so this module uses
+the standard library's ``http.client``, whose ``readinto`` receives from the socket into
+the caller's buffer.
+
+obstore still does the part that needs care: it signs the URL (S3, GCS and Azure each have
+their own scheme and credential providers), and it serves every request this module does
+not take. The caller falls back to obstore on any error here, so obstore's retries and error
+translation still decide what a failed GET means.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import threading
+import time
+import urllib.parse
+from collections import OrderedDict
+from datetime import timedelta
+
+import obstore
+from obstore.store import AzureStore, GCSStore, S3Store
+
+from tierlog.storage.objectstore.buffers import ChunkBuffers
+
+#: How long a presigned URL is valid, and after how long it is signed again.
+_URL_VALID = timedelta(hours=1)
+_RESIGN_AFTER_S = 30 * 60.0
+#: Presigned URLs kept (one per segment object being read).
+_URLS_KEPT = 1024
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+class DirectGetError(Exception):
+    """A GET this path could not complete; the caller repeats it through obstore."""
+
+
+class DirectRangeReader:
+    """Ranged GETs over keep-alive connections, one per thread, into pool slots."""
+
+    def __init__(
+        self, store: S3Store | GCSStore | AzureStore, buffers: ChunkBuffers, timeout_s: float
+    ) -> None:
+        self._store = store
+        self.buffers = buffers
+        self._timeout_s = timeout_s
+        self._urls: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._urls_lock = threading.Lock()
+        self._local = threading.local()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._open_lock = threading.Lock()
+
+    def get_into(self, key: str, start: int, end: int) -> memoryview | None:
+        """Bytes [start, end) of ``key`` in a pool slot, or None when no slot is free.
+        Raises ``DirectGetError`` (or an ``OSError``) when the GET fails here."""
+        view = self.buffers.lease(end - start)
+        if view is None:
+            return None
+        url = urllib.parse.urlsplit(self._url(key))
+        conn = self._connection(url)
+        try:
+            conn.request(
+                "GET",
+                f"{url.path}?{url.query}" if url.query else url.path,
+                headers={"Range": f"bytes={start}-{end - 1}"},
+            )
+            response = conn.getresponse()
+            self._check(response, key, start, end)
+            got = 0
+            while got < len(view):
+                n = response.readinto(view[got:])
+                if not n:
+                    raise DirectGetError(f"GET {key}: body ended at {got} of {len(view)} bytes")
+                got += n
+            if response.will_close:
+                self._drop(conn)
+        except BaseException:
+            self._drop(conn)
+            view.release()
+            raise
+        return view
+
+    def _check(self, response: http.client.HTTPResponse, key: str, start: int, end: int) -> None:
+        if response.status not in (200, 206):
+            raise DirectGetError(f"GET {key}: HTTP {response.status} {response.reason}")
+        length = response.getheader("Content-Length")
+        if length is None or int(length) != end - start:
+            raise DirectGetError(f"GET {key}: Content-Length {length}, expected {end - start}")
+        if response.status == 206:
+            m = _CONTENT_RANGE.fullmatch(response.getheader("Content-Range") or "")
+            if m is None or int(m.group(1)) != start or int(m.group(2)) != end - 1:
+                raise DirectGetError(f"GET {key}: Content-Range {m and m.group(0)!r}")
+        elif start != 0:
+            raise DirectGetError(f"GET {key}: whole object where a range was asked for")
+
+    def _url(self, key: str) -> str:
+        now = time.monotonic()
+        with self._urls_lock:
+            kept = self._urls.get(key)
+            if kept is not None and now - kept[1] < _RESIGN_AFTER_S:
+                self._urls.move_to_end(key)
+                return kept[0]
+        url = str(obstore.sign(self._store, "GET", key, _URL_VALID))
+        with self._urls_lock:
+            self._urls[key] = (url, now)
+            while len(self._urls) > _URLS_KEPT:
+                self._urls.popitem(last=False)
+        return url
+
+    def _connection(self, url: urllib.parse.SplitResult) -> http.client.HTTPConnection:
+        conns: dict[tuple[str, str, int | None], http.client.HTTPConnection] | None = getattr(
+            self._local, "conns", None
+        )
+        if conns is None:
+            conns = self._local.conns = {}
+        where = (url.scheme, url.hostname or "", url.port)
+        conn = conns.get(where)
+        if conn is None:
+            cls = (
+                http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+            )
+            conn = conns[where] = cls(url.hostname or "", url.port, timeout=self._timeout_s)
+            with self._open_lock:
+                self._open.add(conn)
+        return conn
+
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        with self._open_lock:
+            self._open.discard(conn)
+        conns = getattr(self._local, "conns", {})
+        for where, kept in list(conns.items()):
+            if kept is conn:
+                del conns[where]
+
+    def close(self) -> None:
+        """No new leases, and every kept connection closed (a GET still on one fails, and
+        its caller's fallback finds the store closed)."""
+        self.buffers.close()
+        with self._open_lock:
+            conns, self._open = self._open, set()
+        for conn in conns:
+            conn.close()

@@ -1,0 +1,135 @@
+"""Chunk GETs received into reused buffers (``direct_get``), against a real S3 server
+(moto) and a real Azure emulator (Azurite), with obstore taking over whatever fails."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.helpers.poll import wait_until
+from tests.storage.objectstore.objectstore_helpers import (
+    MiB,
+    finished,
+    make_rsm,
+    segment_data,
+    segment_metadata,
+)
+from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.config import ObjectStoreConfig
+from tierlog.tiered.api import RemoteResourceNotFoundException
+
+
+def _fallbacks(reason: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "tierlog_objectstore_direct_get_fallbacks_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+@pytest.fixture(params=["s3", "azure"])
+def props(request: pytest.FixtureRequest) -> dict[str, str]:
+    fixture = "s3_bucket" if request.param == "s3" else "azure_container"
+    return dict(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def backend(props: dict[str, str]) -> Iterator[ObjectBackend]:
+    b = ObjectBackend.from_config(ObjectStoreConfig.from_props(props | {"chunk.size": str(MiB)}))
+    yield b
+    b.close()
+
+
+def test_chunk_gets_land_in_reused_buffers_with_the_exact_bytes(backend: ObjectBackend) -> None:
+    assert backend.direct is not None
+    data = os.urandom(3 * MiB + 5)
+    backend.put_bytes("p/seg.log", data, "log")
+    errors, empty = _fallbacks("error"), _fallbacks("no_buffer")
+    for start, end in [(0, MiB), (MiB, 2 * MiB), (3 * MiB, 3 * MiB + 5), (7, 4096 + 3)]:
+        view = backend.get_range_view("p/seg.log", start, end)
+        assert bytes(view) == data[start:end]
+        assert backend.direct.buffers.padded(view, backend.direct.buffers.slot_size) is not None
+        view.release()
+    assert (_fallbacks("error"), _fallbacks("no_buffer")) == (errors, empty)
+    assert backend.direct.buffers.leased == 0
+
+
+def test_a_missing_object_is_still_not_found(backend: ObjectBackend) -> None:
+    with pytest.raises(RemoteResourceNotFoundException):
+        backend.get_range_view("p/none.log", 0, 100)
+
+
+def test_with_every_buffer_held_gets_go_to_obstore(backend: ObjectBackend) -> None:
+    assert backend.direct is not None
+    data = os.urandom(2 * MiB)
+    backend.put_bytes("p/seg.log", data, "log")
+    held = []
+    while (view := backend.direct.buffers.lease(1)) is not None:
+        held.append(view)
+    empty = _fallbacks("no_buffer")
+    assert bytes(backend.get_range_view("p/seg.log", 10, MiB)) == data[10:MiB]
+    assert _fallbacks("no_buffer") == empty + 1
+
+
+def test_a_failed_direct_get_is_repeated_by_obstore(
+    s3_bucket: dict[str, str], latency_proxy: Any, proxy_fault: Any
+) -> None:
+    props = s3_bucket | {"storage.s3.endpoint.url": f"http://127.0.0.1:{latency_proxy.port}"}
+    backend = ObjectBackend.from_config(ObjectStoreConfig.from_props(props))
+    data = os.urandom(MiB)
+    backend.put_bytes("p/seg.log", data, "log")
+    for kind in ("503", "reset"):
+        errors = _fallbacks("error")
+        latency_proxy.reset_counts()
+        latency_proxy.inject(proxy_fault(kind, count=1, method="GET"))
+        assert bytes(backend.get_range_view("p/seg.log", 100, MiB)) == data[100:]
+        assert _fallbacks("error") == errors + 1
+        assert latency_proxy.count("GET") == 2
+    backend.close()
+
+
+def test_the_direct_path_is_off_behind_a_proxy_and_for_local_stores(
+    s3_bucket: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = ObjectBackend.from_config(
+        ObjectStoreConfig.from_props({"storage.url": f"file://{tmp_path}"})
+    )
+    assert local.direct is None
+    off = s3_bucket | {"fetch.direct.get.enabled": "false"}
+    assert ObjectBackend.from_config(ObjectStoreConfig.from_props(off)).direct is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert ObjectBackend.from_config(ObjectStoreConfig.from_props(s3_bucket)).direct is None
+
+
+def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
+    tmp_path: Path, s3_bucket: dict[str, str]
+) -> None:
+    """No copy into the cache's own aligned buffer: the pool's slot is the O_DIRECT source,
+    and the cached file still reads back as the chunk."""
+    lsd, data = segment_data(tmp_path / "seg", 3 * MiB + 123)
+    rsm = make_rsm(
+        s3_bucket
+        | {
+            "chunk.size": str(MiB),
+            "fetch.chunk.cache.class": "disk",
+            "fetch.chunk.cache.path": str(tmp_path / "cache"),
+            "fetch.chunk.cache.prefetch.max.size": "0",
+        }
+    )
+    md = segment_metadata(len(data))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+    assert rsm.fetch_log_segment(stored, 0).read() == data
+    cache = tmp_path / "cache"
+    wait_until(
+        lambda: len([f for f in cache.iterdir() if not f.name.startswith(".")]) == 4,
+        what="the four chunks written to the disk cache",
+    )
+    assert rsm.chunk_cache._store._aligned is None  # type: ignore[attr-defined]
+    gets = rsm.backend.request_counts["get_range"]
+    assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached files
+    assert rsm.backend.request_counts["get_range"] == gets
+    rsm.close()
