@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -35,7 +37,58 @@ _URL_VALID = timedelta(hours=1)
 _RESIGN_AFTER_S = 30 * 60.0
 #: Presigned URLs kept (one per segment object being read).
 _URLS_KEPT = 1024
+#: The most one receive of a plain-HTTP body waits for (``_receive_plain``).
+_RECEIVE_AT_ONCE = 1 << 20
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+def _receive(response: http.client.HTTPResponse, view: memoryview, key: str) -> None:
+    """The body into ``view`` through ``http.client`` (TLS: decrypted record by record)."""
+    got = 0
+    while got < len(view):
+        n = response.readinto(view[got:])
+        if not n:
+            raise DirectGetError(f"GET {key}: body ended at {got} of {len(view)} bytes")
+        got += n
+
+
+def _receive_plain(
+    sock: socket.socket, response: http.client.HTTPResponse, view: memoryview, key: str
+) -> None:
+    """The body into ``view`` straight from a plain TCP socket, in receives of up to
+    ``_RECEIVE_AT_ONCE`` bytes.
+
+    A body arrives in pieces (one per TCP burst), and ``http.client`` wakes the receiving
+    thread for each: with a latency proxy on the path that was most of the GET threads' CPU.
+    ``SO_RCVLOWAT`` makes the kernel wake the thread only once that many bytes are waiting,
+    and it is set to no more than what is left of the body, so the last receive cannot
+    wait for bytes that will never come (measured client CPU per GiB, 4 MiB GETs through the
+    proxy: 0.41-0.46 s through ``http.client``, 0.25 s in receives of up to 1 MiB). Not on
+    TLS, where the bytes waiting in the kernel are not the bytes left of the body.
+
+    ``http.client`` has parsed the headers from its buffered reader, which may already hold
+    the start of the body: ``readinto1`` takes that (and at most one receive), after which
+    the reader holds nothing and the socket is read directly. The response is then marked
+    complete so the connection can carry the next request."""
+    n = len(view)
+    fp = response.fp
+    got = fp.readinto1(view) if n else 0
+    lowat = 1
+    try:
+        while got < n:
+            want = min(n - got, _RECEIVE_AT_ONCE)
+            if want != lowat:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+                lowat = want
+            k = sock.recv_into(view[got:], n - got)
+            if not k:
+                raise DirectGetError(f"GET {key}: body ended at {got} of {n} bytes")
+            got += k
+    finally:
+        if lowat != 1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+    response.length = 0  # the body is consumed: read() now only completes the response
+    response.read()
 
 
 class DirectGetError(Exception):
@@ -73,12 +126,10 @@ class DirectRangeReader:
             )
             response = conn.getresponse()
             self._check(response, key, start, end)
-            got = 0
-            while got < len(view):
-                n = response.readinto(view[got:])
-                if not n:
-                    raise DirectGetError(f"GET {key}: body ended at {got} of {len(view)} bytes")
-                got += n
+            if isinstance(conn.sock, socket.socket) and not isinstance(conn.sock, ssl.SSLSocket):
+                _receive_plain(conn.sock, response, view, key)
+            else:
+                _receive(response, view, key)
             if response.will_close:
                 self._drop(conn)
         except BaseException:
@@ -87,7 +138,8 @@ class DirectRangeReader:
             raise
         return view
 
-    def _check(self, response: http.client.HTTPResponse, key: str, start: int, end: int) -> None:
+    @staticmethod
+    def _check(response: http.client.HTTPResponse, key: str, start: int, end: int) -> None:
         if response.status not in (200, 206):
             raise DirectGetError(f"GET {key}: HTTP {response.status} {response.reason}")
         length = response.getheader("Content-Length")
