@@ -118,6 +118,24 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         self._remaining -= k
         return view.toreadonly()
 
+    def read_view_now(self, n: int) -> memoryview | None:
+        """``read_view`` when the bytes are in memory already: the rest of the current
+        chunk, or the next chunk once its read-ahead has landed (taking it then costs a
+        lock and the window's bookkeeping, no I/O). None while that GET is in flight, was
+        never started, or failed (``read_view`` then waits, or reports the failure)."""
+        if self._remaining == 0 or n <= 0:
+            return memoryview(b"")
+        if not self._buf:
+            if self._next_chunk > self._last_chunk:
+                return None
+            with self._lock:
+                future = self._pending.get(self._next_chunk)
+            if future is None or not future.done() or future.cancelled():
+                return None
+            if future.exception() is not None:
+                return None
+        return self.read_view(n)
+
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             return self.readall()

@@ -21,3 +21,10 @@ class SupportsReadView(abc.ABC):
     @abc.abstractmethod
     def read_view(self, n: int) -> memoryview:
         """Up to ``n`` next bytes, consumed, without a copy; empty only at the end."""
+
+    def read_view_now(self, n: int) -> memoryview | None:
+        """``read_view(n)`` if it can answer without waiting for the store (the rest of the
+        buffer the stream holds, or a next buffer already loaded), else None with nothing
+        consumed. The broker calls it on its event loop, so it must not block; this default
+        never knows, so a Fetch that needs the next buffer goes to a reader thread."""
+        return None

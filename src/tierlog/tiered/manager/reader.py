@@ -189,8 +189,9 @@ class RemoteReader:
 
     def read_ready(self, spec: RemoteReadSpec) -> RemoteReadData | None:
         """The read, if a cursor parked at the offset already holds its first batch whole in
-        memory; else None, and ``read`` must do it (on the reader pool). Never blocks: no
-        plugin call, no stream read, so the event loop can call it and answer a sequential
+        memory, or its stream has the next chunk in memory (``read_view_now``); else None,
+        and ``read`` must do it (on the reader pool). Never blocks: no plugin call that can
+        wait, so the event loop can call it and answer a sequential
         consumer without two thread hand-offs per Fetch (which, more than CPU, pace a
         consumer that keeps one Fetch in flight). Whatever is unusual (a batch across the
         chunk boundary, the segment's last batch, damage, aborted transactions to look up in
@@ -211,6 +212,9 @@ class RemoteReader:
             return None
         cursor = self.parked.take(spec.tip, md, offset)
         if cursor is None:
+            return None
+        if not cursor.fill_now():  # the next chunk is not in memory yet
+            self.parked.park(cursor, spec.tip, offset)
             return None
         served, last = self._ready_bytes(spec, md, cursor)
         if served == 0 or last >= md.end_offset:

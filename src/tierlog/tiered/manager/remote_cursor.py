@@ -80,6 +80,22 @@ class SegmentCursor:
         self.position += len(out)
         return out
 
+    def fill_now(self) -> bool:
+        """Make sure the carry holds something without waiting for the store: True if it
+        already did, or if a lending stream had its next chunk in memory
+        (``read_view_now``); False if that needs a wait (or the stream cannot tell)."""
+        if self.carry:
+            return True
+        stream = self.stream
+        if not isinstance(stream, SupportsReadView):
+            return False
+        view = stream.read_view_now(_REST_OF_CHUNK)
+        if not view:
+            return False
+        self.carry = view
+        self._joined = False
+        return True
+
     def _join(self, n: int) -> None:
         """Make the carry ``n`` bytes long (fewer only where the stream ends) in a buffer of
         its own: one copy, of what spans a chunk boundary or of a stream that lends nothing."""
