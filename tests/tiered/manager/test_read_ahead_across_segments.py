@@ -269,3 +269,28 @@ def test_a_sequential_fetch_within_the_chunk_is_answered_without_the_reader_pool
     second = stack.read(got[-1] + 1, 1)
     assert offsets_of(second.records) == [got[-1] + 1]
     assert ready() == 1  # served from the parked chunk on the caller's loop
+
+
+def test_a_fetch_after_a_batch_across_a_chunk_boundary_is_answered_on_the_loop_too(
+    stack: Stack,
+) -> None:
+    """After the batch that spans two chunks (joined on the reader pool), the cursor holds
+    nothing of its own, but the stream holds the rest of the next chunk in memory: the
+    following Fetch is served from there on the caller's loop (``read_view_now``). Only the
+    first Fetch (no parked stream yet) and each batch across a boundary go to the pool."""
+    md = stack.segments()[0]
+    labels = {"topic": TIP.topic, "partition": str(TIP.partition)}
+    offset, position, crossing = md.start_offset, 0, 0
+    fetches = 25
+    for i in range(fetches):
+        res = stack.read(offset, 1)  # one batch per Fetch
+        size = len(res.records)
+        got = offsets_of(res.records)
+        assert got[0] == offset
+        if i > 0 and position // CHUNK != (position + size - 1) // CHUNK:
+            crossing += 1
+        position += size
+        offset = got[-1] + 1
+    assert crossing >= 2  # the read passed two chunk boundaries
+    ready = stack.rlm.metrics.value("tierlog_remote_fetch_ready_total", **labels)
+    assert ready == fetches - 1 - crossing
