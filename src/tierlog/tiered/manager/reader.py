@@ -213,7 +213,7 @@ class RemoteReader:
         cursor = self.parked.take(spec.tip, md, offset)
         if cursor is None:
             return None
-        if not cursor.fill_now():  # the next chunk is not in memory yet
+        if not self._first_batch_now(cursor):  # it needs a chunk not in memory yet
             self.parked.park(cursor, spec.tip, offset)
             return None
         served, last = self._ready_bytes(spec, md, cursor)
@@ -225,6 +225,16 @@ class RemoteReader:
         self._warm_next(spec, md, cursor.position)
         aborted = self._aborted_txns(spec, md, last + 1) if spec.read_committed else None
         return RemoteReadData(records, aborted, md, served)
+
+    @staticmethod
+    def _first_batch_now(cursor: SegmentCursor) -> bool:
+        """Whether the cursor's carry holds the whole batch it starts with, taking what
+        the stream has in memory (``SegmentCursor.fill_now``): the rest of its chunk, and
+        for the batch across a chunk boundary the next chunk if it has landed."""
+        if not cursor.fill_now(RECORDS_OFFSET):
+            return False
+        h = header_at(cursor.carry)
+        return h is None or h.size <= len(cursor.carry) or cursor.fill_now(h.size)
 
     @staticmethod
     def _ready_bytes(

@@ -29,6 +29,9 @@ PARKED_MAX = 16
 PARKED_IDLE_S = 30.0
 #: ``read_view`` size that takes whatever is left of the plugin's current chunk.
 _REST_OF_CHUNK = 1 << 62
+#: The longest carry ``fill_now`` joins: the copy runs on the event loop, and a length
+#: field beyond any real batch (damage) must not make it copy every landed chunk.
+_JOIN_ON_LOOP_MAX = 8 << 20
 
 
 class SegmentCursor:
@@ -80,21 +83,42 @@ class SegmentCursor:
         self.position += len(out)
         return out
 
-    def fill_now(self) -> bool:
-        """Make sure the carry holds something without waiting for the store: True if it
-        already did, or if a lending stream had its next chunk in memory
-        (``read_view_now``); False if that needs a wait (or the stream cannot tell)."""
-        if self.carry:
+    def fill_now(self, n: int) -> bool:
+        """Make the carry at least ``n`` bytes long without waiting for the store: from the
+        rest of a lending stream's chunk, and across its boundary into the next chunk if
+        that one has landed (``read_view_now``; the batch across the boundary is then
+        joined, one copy, as ``read`` joins it). False if that needs a wait, the stream
+        cannot tell, or the segment ends first; what was taken stays in the carry, so
+        ``read`` continues from it."""
+        if len(self.carry) >= n:
             return True
         stream = self.stream
         if not isinstance(stream, SupportsReadView):
             return False
-        view = stream.read_view_now(_REST_OF_CHUNK)
-        if not view:
+        if n > _JOIN_ON_LOOP_MAX:  # a batch this large (or a damaged length) is read's
             return False
-        self.carry = view
-        self._joined = False
-        return True
+        if not self.carry:
+            view = stream.read_view_now(_REST_OF_CHUNK)
+            if not view:
+                return False
+            self.carry = view
+            self._joined = False
+            if len(view) >= n:
+                return True
+        parts = [self.carry]
+        have = len(self.carry)
+        while have < n:
+            view = stream.read_view_now(n - have)
+            if not view:
+                break
+            parts.append(view)
+            have += len(view)
+        if len(parts) > 1:
+            # bytes.join sizes the result once and copies each part once (a bytearray
+            # would be zero-filled first)
+            self.carry = memoryview(b"".join(parts))
+            self._joined = True
+        return have >= n
 
     def _join(self, n: int) -> None:
         """Make the carry ``n`` bytes long (fewer only where the stream ends) in a buffer of
