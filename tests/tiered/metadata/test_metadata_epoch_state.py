@@ -90,3 +90,30 @@ def test_listing_an_id_without_metadata_raises() -> None:
     st.handle_copy_started(sid())
     with pytest.raises(RemoteResourceNotFoundException):
         st.list_segments({})
+
+
+def test_txn_indexed_from_yields_only_referenced_segments_with_a_transaction_index() -> None:
+    """A read_committed Fetch asks for the next segment with a transaction index; the state
+    keeps those apart, so the answer does not walk every later segment."""
+    st = RemoteLogLeaderEpochState()
+    plain = [sid() for _ in range(50)]
+    for i, s in enumerate(plain):
+        st.handle_copy_finished(i * 10, s, i * 10 + 9)
+    assert list(st.txn_indexed_from(0)) == []
+    with_txn, superseded, deleted = sid(), sid(), sid()
+    st.handle_copy_finished(500, with_txn, 509, txn_index=True)
+    st.handle_copy_finished(510, superseded, 519, txn_index=True)
+    st.handle_copy_finished(520, deleted, 529, txn_index=True)
+    st.handle_delete_started(520, deleted)
+    wider = sid()
+    st.handle_copy_finished(510, wider, 519)  # a later leader's re-upload, no txn index
+    assert list(st.txn_indexed_from(0)) == [with_txn]
+    assert list(st.txn_indexed_from(505)) == [with_txn]  # the floor: it may still reach
+    restored = RemoteLogLeaderEpochState()
+    restored.restore(
+        st.highest_log_offset,
+        st.offset_to_id.items(),
+        st.unreferenced,
+        lambda s: s in (with_txn, superseded),
+    )
+    assert list(restored.txn_indexed_from(0)) == [with_txn]

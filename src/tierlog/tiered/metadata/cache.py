@@ -136,7 +136,9 @@ class RemoteLogMetadataCache:
 
     def _on_copy_finished(self, m: RemoteLogSegmentMetadata) -> None:
         for epoch, start, end in _epoch_ranges(m):
-            self._epoch(epoch).handle_copy_finished(start, m.remote_log_segment_id, end)
+            self._epoch(epoch).handle_copy_finished(
+                start, m.remote_log_segment_id, end, txn_index=not m.txn_idx_empty
+            )
         self._id_to_metadata[m.remote_log_segment_id] = m
 
     def _on_delete_started(self, m: RemoteLogSegmentMetadata) -> None:
@@ -176,9 +178,9 @@ class RemoteLogMetadataCache:
             state = self._epochs.get(epoch)
             if state is None:
                 return None
-            for sid in state.referenced_from(offset):
+            for sid in state.txn_indexed_from(offset):
                 m = self._id_to_metadata[sid]
-                if _epoch_end(m, epoch) >= offset and not m.txn_idx_empty:
+                if _epoch_end(m, epoch) >= offset:
                     return m
             return None
 
@@ -232,6 +234,9 @@ class RemoteLogMetadataCache:
                     e.highest_log_offset,
                     ((start, RemoteLogSegmentId(tip, u)) for start, u in e.referenced),
                     (RemoteLogSegmentId(tip, u) for u in e.unreferenced),
+                    lambda sid: (
+                        sid in self._id_to_metadata and not self._id_to_metadata[sid].txn_idx_empty
+                    ),
                 )
                 self._epochs[e.epoch] = st
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from tierlog.tiered.api import (
     RemoteLogSegmentId,
@@ -27,11 +27,15 @@ from tierlog.tiered.api import (
 class RemoteLogLeaderEpochState:
     """Not thread-safe; the owning cache serialises access."""
 
-    __slots__ = ("_keys", "highest_log_offset", "offset_to_id", "unreferenced")
+    __slots__ = ("_keys", "_txn_keys", "highest_log_offset", "offset_to_id", "unreferenced")
 
     def __init__(self) -> None:
         self.offset_to_id: dict[int, RemoteLogSegmentId] = {}
         self._keys: list[int] = []  # sorted keys of offset_to_id, for floor lookups
+        # the keys whose segment has a transaction index, sorted: a read_committed Fetch
+        # looks for the next such segment, and with none ahead a scan of every later
+        # segment would cost each Fetch time in proportion to the remote history
+        self._txn_keys: list[int] = []
         self.unreferenced: set[RemoteLogSegmentId] = set()
         self.highest_log_offset: int | None = None
 
@@ -39,7 +43,11 @@ class RemoteLogLeaderEpochState:
         self.unreferenced.add(segment_id)
 
     def handle_copy_finished(
-        self, start_offset: int, segment_id: RemoteLogSegmentId, epoch_end_offset: int
+        self,
+        start_offset: int,
+        segment_id: RemoteLogSegmentId,
+        epoch_end_offset: int,
+        txn_index: bool = False,
     ) -> None:
         """Map the segment for reads, superseding what a successive leader re-uploaded.
 
@@ -54,10 +62,14 @@ class RemoteLogLeaderEpochState:
             and (highest is None or highest <= epoch_end_offset)
         ):
             last = self._keys.pop()
+            self._forget_txn_key(last)
             self.unreferenced.add(self.offset_to_id.pop(last))
         old = self.offset_to_id.get(start_offset)
         if old is None:
             bisect.insort(self._keys, start_offset)
+        self._forget_txn_key(start_offset)
+        if txn_index:
+            bisect.insort(self._txn_keys, start_offset)
         self.offset_to_id[start_offset] = segment_id
         self.unreferenced.discard(segment_id)
         if old is not None and old != segment_id:
@@ -69,7 +81,13 @@ class RemoteLogLeaderEpochState:
         if self.offset_to_id.get(start_offset) == segment_id:
             del self.offset_to_id[start_offset]
             self._keys.pop(bisect.bisect_left(self._keys, start_offset))
+            self._forget_txn_key(start_offset)
         self.unreferenced.add(segment_id)
+
+    def _forget_txn_key(self, start_offset: int) -> None:
+        i = bisect.bisect_left(self._txn_keys, start_offset)
+        if i < len(self._txn_keys) and self._txn_keys[i] == start_offset:
+            self._txn_keys.pop(i)
 
     def handle_delete_finished(self, segment_id: RemoteLogSegmentId) -> None:
         self.unreferenced.discard(segment_id)
@@ -78,10 +96,13 @@ class RemoteLogLeaderEpochState:
         i = bisect.bisect_right(self._keys, offset)
         return self.offset_to_id[self._keys[i - 1]] if i else None
 
-    def referenced_from(self, offset: int) -> list[RemoteLogSegmentId]:
-        """Referenced segments from the floor entry of ``offset`` onwards, in offset order."""
-        i = max(bisect.bisect_right(self._keys, offset) - 1, 0)
-        return [self.offset_to_id[k] for k in self._keys[i:]]
+    def txn_indexed_from(self, offset: int) -> Iterator[RemoteLogSegmentId]:
+        """Referenced segments with a transaction index, from the last one starting at or
+        before ``offset`` onwards, in offset order (lazily: callers stop at the first that
+        reaches ``offset``)."""
+        i = max(bisect.bisect_right(self._txn_keys, offset) - 1, 0)
+        for k in self._txn_keys[i:]:
+            yield self.offset_to_id[k]
 
     def list_segments(
         self, id_to_metadata: Mapping[RemoteLogSegmentId, RemoteLogSegmentMetadata]
@@ -104,12 +125,15 @@ class RemoteLogLeaderEpochState:
         highest_log_offset: int | None,
         offset_to_id: Iterable[tuple[int, RemoteLogSegmentId]],
         unreferenced: Iterable[RemoteLogSegmentId],
+        txn_indexed: Callable[[RemoteLogSegmentId], bool] = lambda _sid: False,
     ) -> None:
         """Load the exact state captured by a snapshot (it depends on event history, so it
-        cannot be recomputed from the surviving segments alone)."""
+        cannot be recomputed from the surviving segments alone); ``txn_indexed`` tells
+        which segments have a transaction index (their metadata says so)."""
         self.highest_log_offset = highest_log_offset
         self.offset_to_id = dict(offset_to_id)
         self._keys = sorted(self.offset_to_id)
+        self._txn_keys = [k for k in self._keys if txn_indexed(self.offset_to_id[k])]
         self.unreferenced = set(unreferenced)
 
     def segment_uuids(self) -> tuple[list[tuple[int, uuid.UUID]], list[uuid.UUID]]:
