@@ -162,8 +162,13 @@ def test_broker_level_unclean_election_with_a_topic_override_and_its_data_loss(
         what="an unclean leader for the lossy topic",
     )
     assert elected.leader_recovery_state == LEADER_RECOVERY_RECOVERING
-    strict = c.state(kazoo_client, "strict")
-    assert strict is not None and strict.leader == NO_LEADER and list(strict.isr) == [1]
+    # the controller writes each partition's new state in turn: wait for the strict one's
+    strict = wait_until(
+        lambda: c.state_when(kazoo_client, "strict", lambda s: s.leader == NO_LEADER),
+        30,
+        what="the strict topic offline",
+    )
+    assert list(strict.isr) == [1]
     c.produce(brokers[2].bootstrap, "lossy", [b"after"])
     assert c.consume(brokers[2].bootstrap, "lossy", 0, 2) == [b"replicated", b"after"]
 
