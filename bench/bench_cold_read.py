@@ -292,14 +292,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[s
         raise RuntimeError(f"create topic: {message}")
 
 
-def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> int:
-    """1 KiB messages round-robin over partitions; returns how many were sent."""
+def produce(
+    bootstrap: str, topic: str, partitions: int, total_bytes: int, batch_bytes: int = 1 << 20
+) -> int:
+    """1 KiB messages round-robin over partitions, in batches of up to ``batch_bytes``;
+    returns how many were sent."""
     producer = ck.Producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "1",
             "linger.ms": 20,
-            "batch.size": 1024 * 1024,
+            "batch.size": batch_bytes,
             "compression.type": "none",
             "queue.buffering.max.kbytes": 256 * 1024,
         }
@@ -762,9 +765,11 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             },
         )
         t0 = time.perf_counter()
-        sent = produce(broker.bootstrap, COLD, args.partitions, args.mib * MiB)
+        sent = produce(
+            broker.bootstrap, COLD, args.partitions, args.mib * MiB, args.batch_kib * 1024
+        )
         produce_s = time.perf_counter() - t0
-        produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB)
+        produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB, args.batch_kib * 1024)
         t0 = time.perf_counter()
         for p in range(args.partitions):
             active = active_segment(log_dir, p)
@@ -1187,6 +1192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--segment-mib", type=int, default=64)
     parser.add_argument("--chunk-mib", type=int, default=4)
+    parser.add_argument(
+        "--batch-kib", type=int, default=1024, help="the producer's batch.size, in KiB"
+    )
     parser.add_argument(
         "--prefetch-mib", type=int, default=128, help="per-stream read-ahead cap (adaptive below)"
     )

@@ -23,6 +23,7 @@ from tierlog.protocol.records import (
     TimestampType,
     batch_size_at,
     build_batch,
+    check_batch,
     header_at,
     iter_records,
     read_header,
@@ -31,6 +32,7 @@ from tierlog.protocol.records import (
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    valid_batches_prefix,
     validate_client_batch,
     walk_headers,
     whole_batches_length,
@@ -220,3 +222,39 @@ def test_header_at_is_none_where_the_batches_end() -> None:
     assert header_at(bytes(RECORDS_OFFSET)) is None
     assert header_at(data + data, len(data)) is not None
     assert batch_size_at(bytes(LOG_OVERHEAD)) == LOG_OVERHEAD
+
+
+def _reference_prefix(buf: bytes, first_min: int, last_max: int) -> tuple[int, int]:
+    """What ``valid_batches_prefix`` must return: ``check_batch`` on each batch in turn."""
+    pos, last, expected = 0, -1, None
+    while True:
+        try:
+            h = check_batch(buf, pos, len(buf))
+        except RecordsError:
+            return pos, last
+        if (expected is not None and h.base_offset != expected) or not (
+            first_min <= h.base_offset <= h.last_offset <= last_max
+        ):
+            return pos, last
+        pos, last, expected = h.end, h.last_offset, h.last_offset + 1
+
+
+def test_valid_batches_prefix_agrees_with_check_batch_on_damaged_logs() -> None:
+    """The inline checks of the served-read fast path accept exactly what ``check_batch``
+    accepts: every byte of a small log flipped in turn, a gap in the offsets, offsets
+    outside the allowed range, and a torn tail."""
+    log = _log(6)  # offsets 0..11, two records per batch
+    cases = [(log, 0, 11), (log, 2, 11), (log, 0, 9), (log[:-5], 0, 11), (b"", 0, 11)]
+    for i in range(len(log)):
+        damaged = bytearray(log)
+        damaged[i] ^= 0x5A
+        cases.append((bytes(damaged), 0, 11))
+    gap = bytearray(log)
+    second = batch_size_at(gap)
+    set_base_offset(gap, second, 3)  # offset 2 expected
+    cases.append((bytes(gap), 0, 11))
+    for buf, first_min, last_max in cases:
+        assert valid_batches_prefix(buf, first_min, last_max) == _reference_prefix(
+            buf, first_min, last_max
+        )
+    assert valid_batches_prefix(log, 0, 11) == (len(log), 11)

@@ -37,12 +37,9 @@ from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import (
     NO_PARTITION_LEADER_EPOCH,
     RECORDS_OFFSET,
-    BatchHeader,
-    RecordsError,
-    check_batch,
     header_at,
     iter_records,
-    whole_batches_length,
+    valid_batches_prefix,
 )
 from tierlog.tiered.api import (
     RemoteLogMetadataManager,
@@ -500,33 +497,7 @@ def _skip_to(cursor: SegmentCursor, offset: int) -> tuple[int | None, int]:
 
 def _whole_valid_batches(window: memoryview, md: RemoteLogSegmentMetadata) -> tuple[int, int]:
     """Bytes of the whole, valid, contiguous batches at the start of ``window``, and the
-    last offset among them (-1 if none)."""
-    end = whole_batches_length(window)
-    pos = 0
-    last = -1
-    expected: int | None = None
-    while pos < end:
-        h = _checked(window, pos, end, md, expected)
-        if h is None:
-            break
-        pos = h.end
-        last = h.last_offset
-        expected = last + 1
-    return pos, last
-
-
-def _checked(
-    buf: memoryview, pos: int, end: int, md: RemoteLogSegmentMetadata, expected_base: int | None
-) -> BatchHeader | None:
-    """The header of the batch at ``buf[pos:end]`` if it passes its CRC (computed over the
-    buffer in place) and the offset checks the CRC does not cover: inside the segment, and
-    contiguous with the previous batch (tiered topics are never compacted)."""
-    try:
-        h = check_batch(buf, pos, end, verify_crc=True)
-    except RecordsError:
-        return None
-    if expected_base is not None and h.base_offset != expected_base:
-        return None
-    if not md.start_offset <= h.base_offset <= h.last_offset <= md.end_offset:
-        return None
-    return h
+    last offset among them (-1 if none): each passes its CRC (computed over the buffer in
+    place) and the offset checks the CRC does not cover, inside the segment and contiguous
+    with the previous batch (tiered topics are never compacted)."""
+    return valid_batches_prefix(window, md.start_offset, md.end_offset)
