@@ -51,7 +51,9 @@ class Fault:
     kind: ``503`` answers SlowDown without contacting the server; ``reset`` drops the
     connection (TCP RST) without answering; ``slow`` adds ``delay_s`` before forwarding;
     ``stall`` forwards nothing, answers nothing for ``delay_s``, then drops the connection
-    (a client with a shorter timeout sees a timeout).
+    (a client with a shorter timeout sees a timeout); ``hold`` forwards the request and
+    relays the first ``after_bytes`` bytes of its response (headers included), then holds
+    the rest until ``LatencyProxy.release_held`` (a body still on its way).
     """
 
     kind: str
@@ -59,6 +61,7 @@ class Fault:
     method: str | None = None
     path_contains: str | None = None
     delay_s: float = 1.0
+    after_bytes: int = 0
 
     def matches(self, method: str, path: str) -> bool:
         if self.count <= 0:
@@ -97,6 +100,7 @@ class LatencyProxy:
         self._server: asyncio.AbstractServer | None = None
         self._ready = threading.Event()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._held: set[asyncio.Event] = set()
 
     # -- control (thread-safe) ----------------------------------------------------------
 
@@ -142,6 +146,17 @@ class LatencyProxy:
         """A copy of the request log: (method, path, Range header) in arrival order."""
         with self._lock:
             return list(self.log.entries)
+
+    def release_held(self) -> None:
+        """Relay the rest of every response a ``hold`` fault is holding."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._release_all)
+
+    def _release_all(self) -> None:
+        for opened in self._held:
+            opened.set()
+        self._held.clear()
 
     def drop_connections(self) -> None:
         """Abort every open client connection (as if the server went away)."""
@@ -198,6 +213,7 @@ class LatencyProxy:
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self._writers.add(client_w)
+        gate = _Gate()
         upstream_w: asyncio.StreamWriter | None = None
         pump: asyncio.Task[None] | None = None
         try:
@@ -224,6 +240,12 @@ class LatencyProxy:
                     await asyncio.sleep(fault.delay_s)
                     _reset(client_w)
                     return
+                if fault is not None and fault.kind == "hold":
+                    # the previous response was relayed whole before this request came
+                    gate.limit = gate.relayed + fault.after_bytes
+                    gate.opened = asyncio.Event()
+                    self._held.add(gate.opened)
+                    fault = None
                 delay = self.latency_s + (fault.delay_s if fault is not None else 0.0)
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -235,7 +257,7 @@ class LatencyProxy:
                     upstream_r, upstream_w = await asyncio.open_connection(
                         *self.upstream, limit=_RELAY_BUFFER
                     )
-                    pump = asyncio.create_task(_pipe(upstream_r, client_w))
+                    pump = asyncio.create_task(_pipe(upstream_r, client_w, gate))
                 upstream_w.write(head + body)
                 await upstream_w.drain()
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
@@ -251,11 +273,39 @@ class LatencyProxy:
                 client_w.close()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class _Gate:
+    """Where one connection's relay of responses stops until opened (a ``hold`` fault)."""
+
+    def __init__(self) -> None:
+        self.relayed = 0
+        self.limit: int | None = None
+        self.opened: asyncio.Event | None = None
+
+    async def relay(self, data: bytes, writer: asyncio.StreamWriter) -> None:
+        limit, opened = self.limit, self.opened
+        if limit is not None and opened is not None and self.relayed + len(data) > limit:
+            k = max(0, limit - self.relayed)
+            writer.write(data[:k])
+            await writer.drain()
+            self.relayed += k
+            data = data[k:]
+            await opened.wait()
+            self.limit = self.opened = None
+        writer.write(data)
+        await writer.drain()
+        self.relayed += len(data)
+
+
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: _Gate | None = None
+) -> None:
     try:
         while data := await reader.read(_RELAY_BUFFER):
-            writer.write(data)
-            await writer.drain()
+            if gate is None:
+                writer.write(data)
+                await writer.drain()
+            else:
+                await gate.relay(data, writer)
     except (ConnectionError, OSError):
         pass
     finally:

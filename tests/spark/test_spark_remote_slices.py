@@ -19,6 +19,7 @@ from tests.storage.objectstore.objectstore_helpers import SameStoreBackend
 from tierlog.spark.planning import ColdSegment, Slice, split_large_segments
 from tierlog.spark.reader import ReadContext, read_slice
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec, offset_index
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     LogSegmentData,
@@ -41,11 +42,16 @@ class CountingBackend(SameStoreBackend):
         self.chunks: Counter[int] = Counter()
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         if key.endswith(".log"):
             self.chunks[start // CHUNK] += 1
-        return super().get_range_view(key, start, end, object_type)
+        return super().get_range_view(key, start, end, object_type, arriving)
 
 
 def test_split_slices_read_exactly_their_offsets_and_no_chunk_past_their_end(

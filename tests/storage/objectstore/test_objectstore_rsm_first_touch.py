@@ -25,6 +25,7 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_metadata,
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import IndexType, RemoteLogSegmentMetadata
 
@@ -71,11 +72,16 @@ class TogetherBackend(SameStoreBackend):
             self._leave(object_type)
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         self._enter(object_type)
         try:
-            return super().get_range_view(key, start, end, object_type)
+            return super().get_range_view(key, start, end, object_type, arriving)
         finally:
             self._leave(object_type)
 
@@ -159,12 +165,17 @@ class ChunkZeroCountingBackend(SameStoreBackend):
         self._lock = threading.Lock()
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         if object_type == "log" and start == 0:
             with self._lock:
                 self.chunk_0_gets += 1
-        return super().get_range_view(key, start, end, object_type)
+        return super().get_range_view(key, start, end, object_type, arriving)
 
 
 def test_a_reader_paused_before_claiming_chunk_0_does_not_fetch_it_again(

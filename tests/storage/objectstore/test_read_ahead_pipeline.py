@@ -30,6 +30,7 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_metadata,
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.window import INITIAL_AHEAD
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
@@ -53,7 +54,12 @@ class GatedBackend(SameStoreBackend):
         self.max_in_flight = 0
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         chunk = (key, start // CHUNK)
         with self._cond:
@@ -64,7 +70,7 @@ class GatedBackend(SameStoreBackend):
             ok = self._cond.wait_for(lambda: self._everything or chunk in self._open, 20.0)
         try:
             assert ok, f"GET of {chunk} never let through"
-            return super().get_range_view(key, start, end, object_type)
+            return super().get_range_view(key, start, end, object_type, arriving)
         finally:
             with self._cond:
                 self.in_flight.discard(chunk)
@@ -139,7 +145,12 @@ class DelayedBackend(SameStoreBackend):
         self.max_ahead_in_flight = 0
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         ahead = threading.current_thread().name.startswith("tierlog-rsm-ahead")
         with self._lock:
@@ -151,7 +162,7 @@ class DelayedBackend(SameStoreBackend):
             self.max_ahead_in_flight = max(self.max_ahead_in_flight, self.ahead_in_flight)
         try:
             threading.Event().wait(self.latency)  # the store's latency, not a synchronisation
-            view = super().get_range_view(key, start, end, object_type)
+            view = super().get_range_view(key, start, end, object_type, arriving)
             with self._lock:
                 self.fetched += len(view)
             return view

@@ -28,6 +28,7 @@ from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     IndexType,
@@ -58,11 +59,16 @@ class RecordingBackend(SameStoreBackend):
         self.gets: Counter[tuple[str, int]] = Counter()
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         with self._lock:
             self.gets[(key, start // CHUNK)] += 1
-        return super().get_range_view(key, start, end, object_type)
+        return super().get_range_view(key, start, end, object_type, arriving)
 
     def chunks_of(self, key: str) -> set[int]:
         with self._lock:

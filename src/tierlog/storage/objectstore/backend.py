@@ -36,6 +36,7 @@ from obstore import Bytes
 from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectStore, S3Store
 
 from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.buffers import ChunkBuffers
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 from tierlog.storage.objectstore.direct_get import DirectRangeReader
@@ -105,23 +106,34 @@ class ObjectBackend:
         return raw
 
     def get_range_view(
-        self, key: str, start: int, end: int, object_type: str = "log"
+        self,
+        key: str,
+        start: int,
+        end: int,
+        object_type: str = "log",
+        arriving: Arriving | None = None,
     ) -> memoryview:
         """Bytes [start, end) of ``key`` in one ranged GET, as a read-only view of the
         client's own receive buffer: a 4 MiB chunk is not copied into a Python ``bytes``
-        before it is decoded or written to the disk cache."""
+        before it is decoded or written to the disk cache. With ``arriving``, a GET received
+        into a pool slot announces its bytes there as they come (the caller tells it when
+        the GET has ended)."""
         if end <= start:
             return memoryview(b"")
-        view = self._call("get_range", key, functools.partial(self._get_view, key, start, end))
+        view = self._call(
+            "get_range", key, functools.partial(self._get_view, key, start, end, arriving)
+        )
         metrics.FETCH_BYTES.labels(object_type).inc(len(view))
         return view
 
-    def _get_view(self, key: str, start: int, end: int) -> memoryview:
+    def _get_view(
+        self, key: str, start: int, end: int, arriving: Arriving | None = None
+    ) -> memoryview:
         """Into a reused buffer where one is free and the direct path works; any failure
         there is repeated through obstore, whose retries and errors are the contract."""
         if self.direct is not None:
             try:
-                view = self.direct.get_into(key, start, end)
+                view = self.direct.get_into(key, start, end, arriving)
             except Exception as e:
                 metrics.DIRECT_GET_FALLBACKS.labels("error").inc()
                 log.debug(

@@ -30,6 +30,7 @@ from datetime import timedelta
 import obstore
 from obstore.store import AzureStore, GCSStore, S3Store
 
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.buffers import ChunkBuffers
 
 #: How long a presigned URL is valid, and after how long it is signed again.
@@ -39,21 +40,35 @@ _RESIGN_AFTER_S = 30 * 60.0
 _URLS_KEPT = 1024
 #: The most one receive of a plain-HTTP body waits for (``_receive_plain``).
 _RECEIVE_AT_ONCE = 1 << 20
+#: The receive step of a body that a reader takes as it arrives (``_receive``).
+_ARRIVING_STEP = 64 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-def _receive(response: http.client.HTTPResponse, view: memoryview, key: str) -> None:
-    """The body into ``view`` through ``http.client`` (TLS: decrypted record by record)."""
+def _receive(
+    response: http.client.HTTPResponse, view: memoryview, key: str, arriving: Arriving | None
+) -> None:
+    """The body into ``view`` through ``http.client`` (TLS: decrypted record by record; or
+    a connection the server closes after the response). ``readinto`` returns only once its
+    buffer is full, so with ``arriving`` the body is received in steps of
+    ``_ARRIVING_STEP``, each announced as it lands."""
     got = 0
+    step = len(view) if arriving is None else _ARRIVING_STEP
     while got < len(view):
-        n = response.readinto(view[got:])
+        n = response.readinto(view[got : got + step])
         if not n:
             raise DirectGetError(f"GET {key}: body ended at {got} of {len(view)} bytes")
         got += n
+        if arriving is not None:
+            arriving.received(got)
 
 
 def _receive_plain(
-    sock: socket.socket, response: http.client.HTTPResponse, view: memoryview, key: str
+    sock: socket.socket,
+    response: http.client.HTTPResponse,
+    view: memoryview,
+    key: str,
+    arriving: Arriving | None,
 ) -> None:
     """The body into ``view`` straight from a plain TCP socket, in receives of up to
     ``_RECEIVE_AT_ONCE`` bytes.
@@ -73,6 +88,8 @@ def _receive_plain(
     n = len(view)
     fp = response.fp
     got = fp.readinto1(view) if n else 0
+    if arriving is not None:
+        arriving.received(got)
     lowat = 1
     try:
         while got < n:
@@ -84,6 +101,8 @@ def _receive_plain(
             if not k:
                 raise DirectGetError(f"GET {key}: body ended at {got} of {n} bytes")
             got += k
+            if arriving is not None:
+                arriving.received(got)
     finally:
         if lowat != 1:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
@@ -110,9 +129,12 @@ class DirectRangeReader:
         self._open: set[http.client.HTTPConnection] = set()
         self._open_lock = threading.Lock()
 
-    def get_into(self, key: str, start: int, end: int) -> memoryview | None:
+    def get_into(
+        self, key: str, start: int, end: int, arriving: Arriving | None = None
+    ) -> memoryview | None:
         """Bytes [start, end) of ``key`` in a pool slot, or None when no slot is free.
-        Raises ``DirectGetError`` (or an ``OSError``) when the GET fails here."""
+        Raises ``DirectGetError`` (or an ``OSError``) when the GET fails here. With
+        ``arriving``, the body's bytes are announced there as they are received."""
         view = self.buffers.lease(end - start)
         if view is None:
             return None
@@ -126,10 +148,12 @@ class DirectRangeReader:
             )
             response = conn.getresponse()
             self._check(response, key, start, end)
+            if arriving is not None:
+                arriving.started(view)
             if isinstance(conn.sock, socket.socket) and not isinstance(conn.sock, ssl.SSLSocket):
-                _receive_plain(conn.sock, response, view, key)
+                _receive_plain(conn.sock, response, view, key, arriving)
             else:
-                _receive(response, view, key)
+                _receive(response, view, key, arriving)
             if response.will_close:
                 self._drop(conn)
         except BaseException:

@@ -19,6 +19,12 @@ A stream's read-ahead starts once its reader has its first chunk, not while that
 still on its way: the first bytes of a read are what its caller waits for, and GETs issued
 beside that one share the store, the network and the CPU with it. A stream entering a
 segment that was warmed finds its first chunk cached, so nothing waits for that.
+
+A stream that starts in a chunk whose GET is already receiving (the plugin's early GET of
+chunk 0 on a segment's first touch, ``arriving.Arriving``) serves that chunk's bytes as they
+are received, so the first batch goes out before the rest of its chunk has arrived. Once
+that GET ends, read-ahead starts as it would have, and the chunk itself is taken the
+ordinary way (cached, or its error reported) when the reader runs past what arrived.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
 from tierlog.storage.objectstore.window import WindowLaw
@@ -49,6 +56,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         load: Callable[[int], Chunk],
         ahead: Callable[[int], Chunk],
         pool: Executor | None,
+        arriving: Callable[[int], Arriving | None] | None = None,
         law: WindowLaw | None,
         budget: ReadAheadBudget | None = None,
         reached: Callable[[int], None] | None = None,
@@ -78,6 +86,11 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         self._scheduled_to = chunks.start  # first chunk not yet handed to read-ahead
         self._stopped = False
         self._buf = memoryview(b"")
+        # the chunk the reader is in while its GET is still receiving (see the module doc)
+        self._early = arriving
+        self._arriving: Arriving | None = None
+        self._arriving_since = 0.0
+        self._taken = 0  # bytes of that chunk handed to _buf so far
         self._window = 0
         if self._law is not None:
             self._window = self._law.window_bytes
@@ -97,7 +110,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         if self._remaining == 0 or len(view) == 0:
             return 0
         if not self._buf:
-            self._advance()
+            self._more()
         n = min(len(view), len(self._buf))
         view[:n] = self._buf[:n]
         self._buf = self._buf[n:]
@@ -111,7 +124,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         if self._remaining == 0 or n <= 0:
             return memoryview(b"")
         if not self._buf:
-            self._advance()
+            self._more()
         k = min(n, len(self._buf))
         view = self._buf[:k]
         self._buf = self._buf[k:]
@@ -125,6 +138,9 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         never started, or failed (``read_view`` then waits, or reports the failure)."""
         if self._remaining == 0 or n <= 0:
             return memoryview(b"")
+        if not self._buf and self._arriving is not None:
+            self._from_arriving(block=False)
+            return self.read_view(n) if self._buf else None
         if not self._buf:
             if self._next_chunk > self._last_chunk:
                 return None
@@ -143,7 +159,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         wanted = min(size, self._remaining)
         while wanted > 0 and self._remaining > 0:
             if not self._buf:
-                self._advance()
+                self._more()
             n = min(wanted, len(self._buf))
             parts.append(bytes(self._buf[:n]))
             self._buf = self._buf[n:]
@@ -172,6 +188,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             if self._closed_cb is not None:
                 self._closed_cb(self._law)
         self._buf = memoryview(b"")
+        self._arriving = None
         super().close()
 
     def reclaim(self) -> None:
@@ -184,6 +201,68 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._scheduled_to = self._current + 1
         for future in pending:
             future.cancel()
+
+    def _more(self) -> None:
+        """Make ``_buf`` hold the next bytes: more of the chunk still arriving (waiting for
+        them), else the next chunk. Leaves it empty only where an ordinary chunk is."""
+        while not self._buf and self._remaining > 0:
+            if self._arriving is not None:
+                self._from_arriving(block=True)
+                continue
+            self._advance()
+            if self._arriving is None:
+                return
+
+    def _from_arriving(self, *, block: bool) -> None:
+        """``_buf`` from the arriving chunk: the bytes received past those already taken
+        (waiting for some if ``block``). Once its GET has ended with nothing more received,
+        the chunk is taken the ordinary way (``_load``: from the early GET's result, or a
+        GET of its own if that one failed) and the rest served from it."""
+        arriving = self._arriving
+        assert arriving is not None
+        started = self._clock()
+        view = arriving.wait(self._taken) if block else arriving.now(self._taken)
+        if view:
+            if block:
+                metrics.READ_WAIT_SECONDS.inc(self._clock() - started)
+            self._taken += len(view)
+            self._serve(view)
+            return
+        if not block:
+            return
+        self._arriving = None
+        data = self._take(self._current, None)
+        metrics.READ_WAIT_SECONDS.inc(self._clock() - started)
+        self._serve(memoryview(data)[self._taken :])
+
+    def _arrival_ended(self) -> None:
+        """The arriving chunk's GET ended: what ``_advance`` does once a chunk is loaded."""
+        if self._law is None:
+            return
+        now = self._clock()
+        with self._lock:
+            if self._stopped:
+                return
+            self._law.advanced(now, now - self._arriving_since)
+            self._trim()
+            self._fill()
+            self._window_changed()
+
+    def _serve(self, view: memoryview) -> None:
+        """``_buf`` from bytes of the reader's chunk, after the part the stream skips."""
+        if self._skip:
+            drop = min(self._skip, len(view))
+            view = view[drop:]
+            self._skip -= drop
+        self._buf = view[: self._remaining]
+
+    def _window_changed(self) -> None:
+        """The window metric follows the law; called with the lock held."""
+        assert self._law is not None
+        window = self._law.window_bytes
+        if window != self._window:
+            metrics.READ_AHEAD_WINDOW_BYTES.inc(window - self._window)
+            self._window = window
 
     def _advance(self) -> None:
         if self._next_chunk > self._last_chunk:
@@ -203,6 +282,13 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             if not first:
                 self._fill()
         started = self._clock()
+        arriving = self._early(chunk_id) if future is None and self._early is not None else None
+        if arriving is not None:
+            self._arriving = arriving
+            self._arriving_since = started
+            self._taken = 0
+            arriving.when_ended(self._arrival_ended)
+            return
         data = self._take(chunk_id, future)
         now = self._clock()
         metrics.READ_WAIT_SECONDS.inc(now - started)
@@ -211,15 +297,8 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
                 self._law.advanced(now, now - started)
                 self._trim()
                 self._fill()
-                window = self._law.window_bytes
-                if window != self._window:
-                    metrics.READ_AHEAD_WINDOW_BYTES.inc(window - self._window)
-                    self._window = window
-        view = memoryview(data)
-        if self._skip:
-            view = view[self._skip :]
-            self._skip = 0
-        self._buf = view[: self._remaining]
+                self._window_changed()
+        self._serve(memoryview(data))
 
     def _take(self, chunk_id: int, future: _Ahead | None) -> Chunk:
         if future is not None and not future.cancel():

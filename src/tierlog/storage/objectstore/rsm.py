@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 
 from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.cache import (
@@ -172,6 +173,8 @@ class ObjectStoreRemoteStorageManager(
         )
         self._cache_writer: ThreadPoolExecutor | None = None
         self._first_touch: OrderedDict[str, Future[Any]] = OrderedDict()
+        #: the receive buffer of each early chunk-0 GET in ``_first_touch``, same keys
+        self._arriving: dict[str, Arriving] = {}
         self._first_touch_lock = threading.Lock()
         rate = cfg.upload_rate_limit_bytes_per_second
         self._uploader = SegmentUploader(
@@ -358,6 +361,7 @@ class ObjectStoreRemoteStorageManager(
             end,
             load=lambda chunk_id: self._chunk(seg, chunk_id),
             ahead=lambda chunk_id: self._chunk_ahead(seg, chunk_id),
+            arriving=lambda chunk_id: self._arriving_chunk(seg, chunk_id),
             pool=self._ahead_pool,
             law=self._law_for(tip) if self._read_ahead > 0 else None,
             budget=self.read_ahead_budget,
@@ -459,16 +463,27 @@ class ObjectStoreRemoteStorageManager(
                 guess = min(cfg.chunk_size, metadata.segment_size_in_bytes)
                 if cfg.encryption_enabled:
                     guess += ENCRYPTION_OVERHEAD
-                self._first_touch[keys.log] = self._fetch_pool.submit(
-                    self.backend.get_range_view, keys.log, 0, guess, "log"
+                arriving = Arriving(guess)
+                future = self._fetch_pool.submit(
+                    self.backend.get_range_view, keys.log, 0, guess, "log", arriving
                 )
+                # done, failed or cancelled before it ran: a reader waiting for bytes stops
+                future.add_done_callback(lambda _: arriving.ended())
+                self._first_touch[keys.log] = future
+                self._arriving[keys.log] = arriving
             while len(self._first_touch) > _FIRST_TOUCH_KEPT:
-                self._first_touch.popitem(last=False)[1].cancel()
+                key, dropped = self._first_touch.popitem(last=False)
+                self._arriving.pop(key, None)
+                dropped.cancel()
 
     def _first_touch_result(self, key: str, *, pop: bool) -> object:
         """What the first touch fetched of ``key`` (None if nothing, or it failed)."""
         with self._first_touch_lock:
-            future = self._first_touch.pop(key, None) if pop else self._first_touch.get(key)
+            if pop:
+                future = self._first_touch.pop(key, None)
+                self._arriving.pop(key, None)
+            else:
+                future = self._first_touch.get(key)
         if future is None or future.cancelled():
             return None
         try:
@@ -478,6 +493,7 @@ class ObjectStoreRemoteStorageManager(
 
     def _forget_first_touch(self, keys: SegmentKeys) -> None:
         with self._first_touch_lock:
+            self._arriving.pop(keys.log, None)
             for key in (keys.indexes, keys.log):
                 future = self._first_touch.pop(key, None)
                 if future is not None:
@@ -590,6 +606,20 @@ class ObjectStoreRemoteStorageManager(
         return self.chunk_cache.get(
             (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
         )
+
+    def _arriving_chunk(self, seg: OpenSegment, chunk_id: int) -> Arriving | None:
+        """The early GET of chunk 0 still receiving, if the stream can be served from its
+        bytes as they come: the chunk is stored as is (no compression, no encryption), is
+        not cached already, and the GET covers it."""
+        if chunk_id != 0 or seg.data_key is not None or seg.manifest.is_compressed(0):
+            return None
+        if self.chunk_cache.holds((seg.cache_id, 0)):
+            return None
+        with self._first_touch_lock:
+            arriving = self._arriving.get(seg.keys.log)
+        if arriving is None or arriving.length < seg.manifest.chunk_index.stored_range(0)[1]:
+            return None
+        return arriving
 
     def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
         """Read-ahead task: the chunk for the stream to keep until its reader gets there,

@@ -1,0 +1,103 @@
+"""A segment's first read after a restart is served from chunk 0's bytes as its GET
+receives them (``arriving``), against a real S3 server (moto) with the latency proxy
+holding back the rest of that chunk's body."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from tests.storage.objectstore.objectstore_helpers import (
+    MiB,
+    finished,
+    make_rsm,
+    segment_data,
+    segment_metadata,
+)
+from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
+from tierlog.tiered.api import RemoteLogSegmentMetadata
+
+CHUNK = MiB
+#: Bytes of a response the proxy relays before it holds the rest.
+RELAYED = 256 * 1024
+
+
+def _uploaded(
+    tmp_path: Path, s3_bucket: dict[str, str], proxy: Any
+) -> tuple[dict[str, str], RemoteLogSegmentMetadata, bytes]:
+    props = s3_bucket | {
+        "storage.s3.endpoint.url": f"http://127.0.0.1:{proxy.port}",
+        "chunk.size": str(CHUNK),
+        "fetch.chunk.cache.class": "memory",
+    }
+    lsd, data = segment_data(tmp_path / "seg", 4 * CHUNK + 123)
+    writer = make_rsm(props)
+    md = segment_metadata(len(data))
+    stored = finished(md, writer.copy_log_segment_data(md, lsd))
+    writer.close()
+    return props, stored, data
+
+
+def _log_gets(proxy: Any) -> list[str | None]:
+    return [r for m, path, r in proxy.entries() if m == "GET" and ".log" in path]
+
+
+def _chunk_0_held(proxy: Any, fault: Any) -> None:
+    proxy.reset_counts()
+    proxy.inject(fault("hold", method="GET", path_contains=".log", after_bytes=RELAYED))
+
+
+def _first_bytes(plugin: ObjectStoreRemoteStorageManager, md: RemoteLogSegmentMetadata) -> Any:
+    """The stream at byte 0 and what its first ``read_view`` returned."""
+    stream = plugin.fetch_log_segment(md, 0)
+    return stream, stream.read_view(1 << 62)  # type: ignore[attr-defined]
+
+
+def test_the_first_bytes_of_chunk_0_are_served_while_its_get_is_still_receiving(
+    tmp_path: Path, s3_bucket: dict[str, str], latency_proxy: Any, proxy_fault: Any
+) -> None:
+    props, md, data = _uploaded(tmp_path, s3_bucket, latency_proxy)
+    plugin = make_rsm(props)  # as after a restart: nothing cached
+    try:
+        _chunk_0_held(latency_proxy, proxy_fault)
+        stream, first = _first_bytes(plugin, md)
+        # the rest of chunk 0 is still held by the proxy, so these came from a GET in flight
+        assert 0 < len(first) < RELAYED
+        assert bytes(first) == data[: len(first)]
+        # and read-ahead waits for that GET to end: chunk 0 is all the store was asked for
+        assert _log_gets(latency_proxy) == ["bytes=0-1048575"]
+        latency_proxy.release_held()
+        assert bytes(first) + stream.read() == data
+        gets = _log_gets(latency_proxy)
+        assert len(gets) == len(set(gets)) == 5  # each chunk once, chunk 0 included
+        stream.close()
+    finally:
+        plugin.close()
+
+
+def test_a_chunk_0_get_that_fails_after_serving_its_first_bytes_is_repeated_seamlessly(
+    tmp_path: Path, s3_bucket: dict[str, str], latency_proxy: Any, proxy_fault: Any
+) -> None:
+    props, md, data = _uploaded(tmp_path, s3_bucket, latency_proxy)
+    plugin = make_rsm(props)
+    errors = REGISTRY.get_sample_value(
+        "tierlog_objectstore_direct_get_fallbacks_total", {"reason": "error"}
+    )
+    try:
+        _chunk_0_held(latency_proxy, proxy_fault)
+        stream, first = _first_bytes(plugin, md)
+        assert 0 < len(first) < RELAYED
+        latency_proxy.drop_connections()  # the chunk-0 GET dies with its body half sent
+        assert bytes(first) + stream.read() == data
+        assert (
+            REGISTRY.get_sample_value(
+                "tierlog_objectstore_direct_get_fallbacks_total", {"reason": "error"}
+            )
+            == (errors or 0.0) + 1
+        )
+        assert _log_gets(latency_proxy).count("bytes=0-1048575") == 2
+        stream.close()
+    finally:
+        plugin.close()
