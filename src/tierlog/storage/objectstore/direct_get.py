@@ -38,10 +38,11 @@ _URL_VALID = timedelta(hours=1)
 _RESIGN_AFTER_S = 30 * 60.0
 #: Presigned URLs kept (one per segment object being read).
 _URLS_KEPT = 1024
-#: The most one receive of a plain-HTTP body waits for (``_receive_plain``).
-_RECEIVE_AT_ONCE = 1 << 20
-#: The receive step of a body that a reader takes as it arrives (``_receive``).
-_ARRIVING_STEP = 64 * 1024
+#: The most one receive of a plain-HTTP body waits for (``_receive_plain``): a whole
+#: default chunk. The kernel caps it at half of ``net.ipv4.tcp_rmem``'s maximum.
+_RECEIVE_AT_ONCE = 4 << 20
+#: The receive step of a body that a reader takes as it arrives.
+_ARRIVING_STEP = 128 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -71,14 +72,18 @@ def _receive_plain(
     arriving: Arriving | None,
 ) -> None:
     """The body into ``view`` straight from a plain TCP socket, in receives of up to
-    ``_RECEIVE_AT_ONCE`` bytes.
+    ``_RECEIVE_AT_ONCE`` bytes (``_ARRIVING_STEP`` with ``arriving``, whose reader wants
+    the first bytes early).
 
     A body arrives in pieces (one per TCP burst), and ``http.client`` wakes the receiving
     thread for each: with a latency proxy on the path that was most of the GET threads' CPU.
     ``SO_RCVLOWAT`` makes the kernel wake the thread only once that many bytes are waiting,
     and it is set to no more than what is left of the body, so the last receive cannot
     wait for bytes that will never come (measured client CPU per GiB, 4 MiB GETs through the
-    proxy: 0.41-0.46 s through ``http.client``, 0.25 s in receives of up to 1 MiB). Not on
+    proxy: 0.41-0.46 s through ``http.client``, 0.25 s in receives of up to 1 MiB). A whole
+    chunk at once also takes the GIL once per chunk instead of once per MiB: with the event
+    loop busy serving, each of those was a wait and a context switch (broker context
+    switches per GiB read cold: 11,000-12,000 with 1 MiB, 8,700-9,200 with 4 MiB). Not on
     TLS, where the bytes waiting in the kernel are not the bytes left of the body.
 
     ``http.client`` has parsed the headers from its buffered reader, which may already hold
@@ -91,9 +96,10 @@ def _receive_plain(
     if arriving is not None:
         arriving.received(got)
     lowat = 1
+    at_once = _RECEIVE_AT_ONCE if arriving is None else _ARRIVING_STEP
     try:
         while got < n:
-            want = min(n - got, _RECEIVE_AT_ONCE)
+            want = min(n - got, at_once)
             if want != lowat:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
                 lowat = want
