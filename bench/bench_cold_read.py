@@ -491,7 +491,8 @@ def context_switches(pid: int) -> int:
 
 
 #: ``perf record`` options of ``--profile`` with ``BENCH_PERF=1`` (``BENCH_PERF_ARGS``:
-#: e.g. ``-F 2999``, or ``-e page-faults -c 1`` to find where the page faults are taken).
+#: e.g. ``-F 2999``, or ``-e page-faults -c 1`` to find where the page faults are taken);
+#: the names of the broker's threads by id are written beside the profile (``.threads``).
 PERF_ARGS = os.environ.get("BENCH_PERF_ARGS", "-F 499").split()
 
 
@@ -618,6 +619,11 @@ def cold_read(
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(60)
+        if profile is not None and os.environ.get("BENCH_PERF"):
+            # perf knows threads by id only: name them for ``perf report --tid``
+            Path(f"{profile}.threads").write_text(
+                "".join(f"{tid} {name}\n" for tid, name in sorted(names.items()))
+            )
     entries = proxy.entries()
     gets = {"log": 0, "indexes": 0, "manifest": 0}
     suffixes = {"log": ".log", "indexes": ".indexes", "manifest": ".rsm-manifest"}
