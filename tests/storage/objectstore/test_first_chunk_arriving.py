@@ -4,13 +4,17 @@ holding back the rest of that chunk's body."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import REGISTRY
 
+from tests.helpers.object_stores import KeyPairPaths
+from tests.helpers.poll import wait_until
 from tests.storage.objectstore.objectstore_helpers import (
     MiB,
+    encryption_props,
     finished,
     make_rsm,
     segment_data,
@@ -69,9 +73,38 @@ def test_the_first_bytes_of_chunk_0_are_served_while_its_get_is_still_receiving(
         # and read-ahead waits for that GET to end: chunk 0 is all the store was asked for
         assert _log_gets(latency_proxy) == ["bytes=0-1048575"]
         latency_proxy.release_held()
+        # once that GET has ended, read-ahead starts though the reader is still in chunk 0
+        wait_until(
+            lambda: "bytes=1048576-2097151" in _log_gets(latency_proxy),
+            what="read-ahead of chunk 1 after chunk 0's GET ended",
+        )
         assert bytes(first) + stream.read() == data
         gets = _log_gets(latency_proxy)
         assert len(gets) == len(set(gets)) == 5  # each chunk once, chunk 0 included
+        stream.close()
+    finally:
+        plugin.close()
+
+
+def test_an_early_get_reaching_past_chunk_0_serves_chunk_0_only_from_it(
+    tmp_path: Path,
+    s3_bucket: dict[str, str],
+    latency_proxy: Any,
+    proxy_fault: Any,
+    rsa_key_pair: Callable[[str], KeyPairPaths],
+) -> None:
+    """With encryption configured now but not when the segment was uploaded, the early GET
+    asks for chunk 0 plus the encryption overhead, so it also holds the first bytes of
+    chunk 1: those must come once, from chunk 1."""
+    props, md, data = _uploaded(tmp_path, s3_bucket, latency_proxy)
+    pair = rsa_key_pair("k1")
+    plugin = make_rsm(props | encryption_props({"k1": (pair.public, pair.private)}, "k1"))
+    try:
+        _chunk_0_held(latency_proxy, proxy_fault)
+        stream, first = _first_bytes(plugin, md)
+        assert 0 < len(first) < RELAYED
+        latency_proxy.release_held()
+        assert bytes(first) + stream.read() == data
         stream.close()
     finally:
         plugin.close()

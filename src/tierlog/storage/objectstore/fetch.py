@@ -90,6 +90,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         self._early = arriving
         self._arriving: Arriving | None = None
         self._arriving_since = 0.0
+        self._arriving_size = 0  # that chunk's size
         self._taken = 0  # bytes of that chunk handed to _buf so far
         self._window = 0
         if self._law is not None:
@@ -221,7 +222,10 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         arriving = self._arriving
         assert arriving is not None
         started = self._clock()
-        view = arriving.wait(self._taken) if block else arriving.now(self._taken)
+        left = self._arriving_size - self._taken  # the GET may reach past the chunk
+        view = memoryview(b"")
+        if left > 0:
+            view = (arriving.wait(self._taken) if block else arriving.now(self._taken))[:left]
         if view:
             if block:
                 metrics.READ_WAIT_SECONDS.inc(self._clock() - started)
@@ -287,6 +291,8 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._arriving = arriving
             self._arriving_since = started
             self._taken = 0
+            low, high = self._index.original_range(chunk_id)
+            self._arriving_size = high - low
             arriving.when_ended(self._arrival_ended)
             return
         data = self._take(chunk_id, future)
