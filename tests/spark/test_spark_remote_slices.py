@@ -12,6 +12,7 @@ import struct
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from tests.spark.spark_batches import Rec, build
 from tests.spark.spark_plugins import object_store
@@ -19,7 +20,6 @@ from tests.storage.objectstore.objectstore_helpers import SameStoreBackend
 from tierlog.spark.planning import ColdSegment, Slice, split_large_segments
 from tierlog.spark.reader import ReadContext, read_slice
 from tierlog.spark.segments import RemoteSegmentRef, RsmSpec, offset_index
-from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     LogSegmentData,
@@ -41,17 +41,10 @@ class CountingBackend(SameStoreBackend):
         super().__init__(inner)
         self.chunks: Counter[int] = Counter()
 
-    def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
-    ) -> memoryview:
+    def get_range_view(self, key: str, start: int, end: int, *rest: Any, **kw: Any) -> memoryview:
         if key.endswith(".log"):
             self.chunks[start // CHUNK] += 1
-        return super().get_range_view(key, start, end, object_type, arriving)
+        return super().get_range_view(key, start, end, *rest, **kw)
 
 
 def test_split_slices_read_exactly_their_offsets_and_no_chunk_past_their_end(

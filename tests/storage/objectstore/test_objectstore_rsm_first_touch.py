@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,6 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_metadata,
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
-from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import IndexType, RemoteLogSegmentMetadata
 
@@ -72,16 +72,11 @@ class TogetherBackend(SameStoreBackend):
             self._leave(object_type)
 
     def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
+        self, key: str, start: int, end: int, object_type: str = "log", *rest: Any, **kw: Any
     ) -> memoryview:
         self._enter(object_type)
         try:
-            return super().get_range_view(key, start, end, object_type, arriving)
+            return super().get_range_view(key, start, end, object_type, *rest, **kw)
         finally:
             self._leave(object_type)
 
@@ -165,17 +160,12 @@ class ChunkZeroCountingBackend(SameStoreBackend):
         self._lock = threading.Lock()
 
     def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
+        self, key: str, start: int, end: int, object_type: str = "log", *rest: Any, **kw: Any
     ) -> memoryview:
         if object_type == "log" and start == 0:
             with self._lock:
                 self.chunk_0_gets += 1
-        return super().get_range_view(key, start, end, object_type, arriving)
+        return super().get_range_view(key, start, end, object_type, *rest, **kw)
 
 
 def test_a_reader_paused_before_claiming_chunk_0_does_not_fetch_it_again(

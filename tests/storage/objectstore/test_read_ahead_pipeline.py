@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,6 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_metadata,
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
-from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.window import INITIAL_AHEAD
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
@@ -53,14 +53,7 @@ class GatedBackend(SameStoreBackend):
         self.in_flight: set[tuple[str, int]] = set()
         self.max_in_flight = 0
 
-    def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
-    ) -> memoryview:
+    def get_range_view(self, key: str, start: int, end: int, *rest: Any, **kw: Any) -> memoryview:
         chunk = (key, start // CHUNK)
         with self._cond:
             self.issued[chunk] += 1
@@ -70,7 +63,7 @@ class GatedBackend(SameStoreBackend):
             ok = self._cond.wait_for(lambda: self._everything or chunk in self._open, 20.0)
         try:
             assert ok, f"GET of {chunk} never let through"
-            return super().get_range_view(key, start, end, object_type, arriving)
+            return super().get_range_view(key, start, end, *rest, **kw)
         finally:
             with self._cond:
                 self.in_flight.discard(chunk)
@@ -144,14 +137,7 @@ class DelayedBackend(SameStoreBackend):
         self.max_in_flight = 0
         self.max_ahead_in_flight = 0
 
-    def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
-    ) -> memoryview:
+    def get_range_view(self, key: str, start: int, end: int, *rest: Any, **kw: Any) -> memoryview:
         ahead = threading.current_thread().name.startswith("tierlog-rsm-ahead")
         with self._lock:
             self.issued[(key, start // CHUNK)] += 1
@@ -162,7 +148,7 @@ class DelayedBackend(SameStoreBackend):
             self.max_ahead_in_flight = max(self.max_ahead_in_flight, self.ahead_in_flight)
         try:
             threading.Event().wait(self.latency)  # the store's latency, not a synchronisation
-            view = super().get_range_view(key, start, end, object_type, arriving)
+            view = super().get_range_view(key, start, end, *rest, **kw)
             with self._lock:
                 self.fetched += len(view)
             return view

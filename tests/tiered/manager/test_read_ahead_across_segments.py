@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -28,7 +28,6 @@ from tierlog.log import PartitionLog
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
-from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.tiered.api import (
     IndexType,
@@ -58,17 +57,10 @@ class RecordingBackend(SameStoreBackend):
         self._lock = threading.Lock()
         self.gets: Counter[tuple[str, int]] = Counter()
 
-    def get_range_view(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        object_type: str = "log",
-        arriving: Arriving | None = None,
-    ) -> memoryview:
+    def get_range_view(self, key: str, start: int, end: int, *rest: Any, **kw: Any) -> memoryview:
         with self._lock:
             self.gets[(key, start // CHUNK)] += 1
-        return super().get_range_view(key, start, end, object_type, arriving)
+        return super().get_range_view(key, start, end, *rest, **kw)
 
     def chunks_of(self, key: str) -> set[int]:
         with self._lock:
