@@ -133,3 +133,30 @@ def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
     assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached files
     assert rsm.backend.request_counts["get_range"] == gets
     rsm.close()
+
+
+def test_chunks_kept_by_the_memory_cache_leave_the_gets_their_buffers(
+    tmp_path: Path, s3_bucket: dict[str, str]
+) -> None:
+    """The memory chunk cache keeps each chunk in the slot it was received into, so the
+    pool is sized for the cache as well as for read-ahead: a read that fills the cache
+    still receives every chunk into a slot."""
+    lsd, data = segment_data(tmp_path / "seg", 8 * MiB)
+    rsm = make_rsm(
+        s3_bucket
+        | {
+            "chunk.size": str(MiB),
+            "fetch.chunk.cache.class": "memory",
+            "fetch.chunk.cache.size": str(8 * MiB),
+            "fetch.chunk.cache.prefetch.max.size": "0",
+            "fetch.chunk.cache.prefetch.total.max.size": str(2 * MiB),
+            "fetch.thread.pool.size": "1",
+        }
+    )
+    md = segment_metadata(len(data))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+    empty = _fallbacks("no_buffer")
+    assert rsm.fetch_log_segment(stored, 0).read() == data
+    assert len(rsm.chunk_cache) == 8
+    assert _fallbacks("no_buffer") == empty
+    rsm.close()

@@ -38,6 +38,7 @@ from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectS
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.buffers import ChunkBuffers
+from tierlog.storage.objectstore.cache import PENDING_WRITES
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 from tierlog.storage.objectstore.direct_get import DirectRangeReader
 from tierlog.storage.objectstore.errors import ObjectStoreConfigError, classify, translate
@@ -352,9 +353,21 @@ def direct_reader(store: ObjectStore, cfg: ObjectStoreConfig) -> DirectRangeRead
     if any(os.environ.get(v) for v in _PROXY_VARIABLES):
         return None
     slot = cfg.chunk_size + (ENCRYPTION_OVERHEAD if cfg.encryption_enabled else 0)
-    slots = -(-cfg.fetch_chunk_cache_prefetch_total_max_size // slot) + cfg.fetch_thread_pool_size
-    buffers = ChunkBuffers(slot, max(slots, 1))
+    buffers = ChunkBuffers(slot, buffer_slots(cfg, slot))
     return DirectRangeReader(store, buffers, cfg.request_timeout_ms / 1000)
+
+
+def buffer_slots(cfg: ObjectStoreConfig, slot: int) -> int:
+    """Slots for every holder of received chunks at once: read-ahead (its budget), the
+    fetch pool's GETs, and the chunk cache, whose memory class keeps the chunks it caches
+    in their slots (up to its size) and whose disk class keeps those queued for its writer.
+    A pool smaller than that sends GETs to obstore while slots sit in the cache."""
+    slots = -(-cfg.fetch_chunk_cache_prefetch_total_max_size // slot) + cfg.fetch_thread_pool_size
+    if cfg.fetch_chunk_cache_class == "memory":
+        slots += -(-cfg.fetch_chunk_cache_size // slot)
+    elif cfg.fetch_chunk_cache_class == "disk":
+        slots += PENDING_WRITES
+    return max(slots, 1)
 
 
 def build_store(cfg: ObjectStoreConfig) -> ObjectStore:

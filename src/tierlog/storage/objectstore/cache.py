@@ -51,6 +51,8 @@ K = TypeVar("K", bound=Hashable)
 _O_DIRECT: int = os.O_DIRECT if sys.platform == "linux" else 0
 #: Offset, length and buffer alignment that ``O_DIRECT`` needs (a page covers every disk).
 _DIRECT_ALIGN = mmap.PAGESIZE
+#: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
+PENDING_WRITES = 8
 V = TypeVar("V")
 H = TypeVar("H")
 

@@ -43,6 +43,7 @@ from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.cache import (
+    PENDING_WRITES,
     Cache,
     ChunkKey,
     disk_chunk_cache,
@@ -101,8 +102,6 @@ log = logging.getLogger(__name__)
 _MAX_READ_AHEAD_THREADS = 256
 #: Partitions whose last read-ahead window is remembered for their next stream.
 _LAWS_REMEMBERED = 1024
-#: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
-_PENDING_CACHE_WRITES = 8
 #: First-touch loads (an ``.indexes`` blob, a chunk 0) kept for their segment at most.
 _FIRST_TOUCH_KEPT = 64
 
@@ -209,7 +208,7 @@ class ObjectStoreRemoteStorageManager(
                 capacity_bytes=cfg.fetch_chunk_cache_size,
                 ttl_seconds=chunk_ttl,
                 writer=self._cache_writer,
-                max_pending_writes=_PENDING_CACHE_WRITES,
+                max_pending_writes=PENDING_WRITES,
                 aligned=None if self.backend.direct is None else self.backend.direct.buffers.padded,
             )
         else:
