@@ -23,6 +23,7 @@ import asyncio
 import datetime
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
@@ -67,6 +68,14 @@ def _values_from(data: bytes, from_offset: int) -> list[tuple[int, bytes]]:
             if r.offset >= from_offset and r.value is not None:
                 out.append((r.offset, r.value))
     return out
+
+
+def _record(key: bytes | None, value: bytes) -> bytes:
+    """One metadata record in a batch stamped with the wall clock, as a Kafka producer
+    stamps CreateTime: a batch stamped 0 is older than any time retention, so a replica of
+    this topic that ran with a default ``retention.ms`` for a moment (adopted from disk
+    before its definition was known) deleted the whole history at its first retention check."""
+    return build_batch([SimpleRecord(value, key)], timestamp=int(time.time() * 1000))
 
 
 class LogMetadataTopicIO(MetadataTopicIO):
@@ -133,7 +142,7 @@ class LogMetadataTopicIO(MetadataTopicIO):
 
     def append(self, partition: int, key: bytes | None, value: bytes) -> int:
         lg = self._log(partition)
-        result = lg.append_as_leader(build_batch([SimpleRecord(value, key)]), leader_epoch=0)
+        result = lg.append_as_leader(_record(key, value), leader_epoch=0)
         lg.flush()
         if self._on_append is not None:
             self._on_append(partition)
@@ -296,7 +305,7 @@ class ReplicatedMetadataTopicIO(MetadataTopicIO):
 
     # ---- append -----------------------------------------------------------------------
     def append(self, partition: int, key: bytes | None, value: bytes) -> int:
-        batch = build_batch([SimpleRecord(value, key)])
+        batch = _record(key, value)
         return self._on_loop(self._append(partition, batch), APPEND_DEADLINE_S + 5)
 
     async def _append(self, partition: int, batch: bytes) -> int:
