@@ -24,7 +24,8 @@ from tierlog.server.group.model import (
     OffsetFetchGroup,
     OffsetFetchRequest,
 )
-from tierlog.server.group.schema import OffsetKey, decode_key, decode_offset_value
+from tierlog.server.group.model import TopicPartition as GroupTopicPartition
+from tierlog.server.group.schema import OffsetKey, decode_key, decode_offset_value, offset_key
 
 PARTITIONS = 4
 TOPIC_ID = uuid.UUID(int=7)
@@ -114,4 +115,21 @@ async def test_records_land_in_kafka_format_on_the_group_partition(tmp_path: Pat
     assert records[0][1] is not None
     assert decode_offset_value(records[0][1]).offset == 5
     assert log.log_end_offset == 2  # one batch, two records
+    broker.manager.shutdown()
+
+
+@run_async
+async def test_a_partition_load_reports_open_transactions_and_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    broker = Broker(tmp_path)
+    store = LogOffsetsStore(broker.log_for, PARTITIONS)
+    partition = partition_for("txn", PARTITIONS)
+    key = offset_key("txn", GroupTopicPartition("events", 0))
+    await store.append(partition, [(key, b"v")], 1, producer=(9, 0))
+    opened = await store.load_partition(partition)
+    assert (opened.records, opened.pending, opened.end_offset) == ([], {9: [(key, b"v")]}, 1)
+    broker.log_for(partition).append_txn_marker(9, 0, 0, committed=True, leader_epoch=0)
+    closed = await store.load_partition(partition)
+    assert (closed.records, closed.pending, closed.end_offset) == ([(key, b"v")], {}, 2)
     broker.manager.shutdown()

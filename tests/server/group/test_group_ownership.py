@@ -31,8 +31,14 @@ from tierlog.server.group.model import (
     OffsetFetchRequest,
     TopicPartition,
 )
-from tierlog.server.group.schema import partition_for
-from tierlog.server.group.store import KeyValue
+from tierlog.server.group.schema import (
+    OFFSETS_TOPIC,
+    CommittedOffset,
+    offset_key,
+    offset_value,
+    partition_for,
+)
+from tierlog.server.group.store import KeyValue, LoadedPartition
 
 PARTITIONS = 4
 GROUP = "g"
@@ -52,7 +58,7 @@ class GatedStore(MemoryOffsetsStore):
         self.appending = asyncio.Event()  # set once an append waits at the gate
         self.loads: list[int] = []
 
-    async def load_partition(self, partition: int) -> list[KeyValue]:
+    async def load_partition(self, partition: int) -> LoadedPartition:
         self.loads.append(partition)
         await self.release.wait()
         return await super().load_partition(partition)
@@ -152,6 +158,56 @@ async def test_load_in_progress_until_the_partition_is_loaded() -> None:
         store.release.set()
         await loaded(c, MINE)
         assert await fetched(c) == (ErrorCode.NONE, 42)
+
+
+class OpenTxnStore(GatedStore):
+    """A log whose load stops at offset 10 and finds producer 9's transactional offset 77 of
+    ``TP`` without its marker."""
+
+    async def load_partition(self, partition: int) -> LoadedPartition:
+        loaded = await super().load_partition(partition)
+        value = offset_value(CommittedOffset(77, -1, "", commit_timestamp_ms=0))
+        loaded.pending = {9: [(offset_key(GROUP, TP), value)]}
+        loaded.end_offset = 10
+        return loaded
+
+
+async def stable(c: GroupCoordinator) -> tuple[ErrorCode, int | None]:
+    r = await c.fetch_offsets(
+        OffsetFetchRequest(
+            groups=(OffsetFetchGroup(group_id=GROUP, partitions=(TP,)),), require_stable=True
+        )
+    )
+    p = r.groups[0].partitions[0]
+    return p.error_code, p.offset
+
+
+@run_async
+async def test_a_marker_written_while_the_partition_loads_completes_the_loaded_offsets() -> None:
+    store = OpenTxnStore()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        assert c.loading(MINE)
+        # the COMMIT lands past where the load's read will stop: it completes what it loads
+        c.on_marker(OFFSETS_TOPIC, MINE, 9, True, 12)
+        store.release.set()
+        await loaded(c, MINE)
+        assert await stable(c) == (ErrorCode.NONE, 77)
+
+
+@run_async
+async def test_a_marker_the_load_read_does_not_complete_a_later_transaction() -> None:
+    store = OpenTxnStore()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        # a marker below the load's end was in what it read (an earlier transaction of
+        # producer 9): the open one it found stays pending
+        c.on_marker(OFFSETS_TOPIC, MINE, 9, True, 4)
+        store.release.set()
+        await loaded(c, MINE)
+        assert (await stable(c))[0] is ErrorCode.UNSTABLE_OFFSET_COMMIT
+        c.on_marker(OFFSETS_TOPIC, MINE, 9, False, 13)
+        assert await stable(c) == (ErrorCode.NONE, -1)
 
 
 @run_async

@@ -136,6 +136,9 @@ class GroupCoordinator:
         """Loaded ``__consumer_offsets`` partitions -> the load generation that owns them."""
         self._loading: dict[int, tuple[int, int]] = {}
         """Partitions being loaded -> (load generation, leader epoch)."""
+        self._markers_while_loading: dict[int, list[tuple[int, bool, int]]] = {}
+        """Partition being loaded -> markers written to it meanwhile: (producer id, committed,
+        offset). The load may have read past some; the others are applied when it ends."""
         self._waiting_group: dict[int, str] = {}
         """Token of a parked join or sync -> its group (answered when the group unloads)."""
         self._tokens = itertools.count(1)
@@ -161,7 +164,7 @@ class GroupCoordinator:
             started = time.monotonic()
             records = await self._store.load()
             self._restore(records)
-            self._restore_pending()
+            self._restore_pending(self._store.take_pending())
             self._owned = dict.fromkeys(range(self._config.offsets_topic_num_partitions), 0)
             log.info(
                 "group coordinator loaded %d groups from %d __consumer_offsets records in %.2f ms",
@@ -239,31 +242,37 @@ class GroupCoordinator:
     async def _load(self, partition: int, generation: int) -> None:
         started = time.monotonic()
         try:
-            records = await self._store.load_partition(partition)
+            loaded = await self._store.load_partition(partition)
         except Exception:
             log.exception("loading __consumer_offsets-%d failed", partition)
             if self._loading.get(partition, (None,))[0] == generation:
                 del self._loading[partition]
+                self._markers_while_loading.pop(partition, None)
             return
         current = self._loading.get(partition)
         if current is None or current[0] != generation or self._closed:
             return
         del self._loading[partition]
+        markers = self._markers_while_loading.pop(partition, [])
         before = len(self._groups)
-        self._restore(records)
-        self._restore_pending()
+        self._restore(loaded.records)
+        self._restore_pending(loaded.pending)
+        for producer_id, committed, marker_offset in markers:
+            if marker_offset >= loaded.end_offset:
+                self._complete(partition, producer_id, committed)
         self._owned[partition] = generation
         log.info(
             "__consumer_offsets-%d loaded at leader epoch %d: %d groups from %d records in %.2f ms",
             partition,
             current[1],
             len(self._groups) - before,
-            len(records),
+            len(loaded.records),
             (time.monotonic() - started) * 1000,
         )
 
     def _unload(self, partition: int) -> None:
         self._loading.pop(partition, None)
+        self._markers_while_loading.pop(partition, None)
         owned = self._owned.pop(partition, None) is not None
         n = self._config.offsets_topic_num_partitions
         dropped = {g for g in self._groups if partition_for(g, n) == partition}
@@ -284,9 +293,9 @@ class GroupCoordinator:
         if owned or dropped:
             log.info("__consumer_offsets-%d unloaded: %d groups dropped", partition, len(dropped))
 
-    def _restore_pending(self) -> None:
+    def _restore_pending(self, pending: dict[int, list[KeyValue]]) -> None:
         """Transactional offsets whose marker the load did not find: pending again."""
-        for producer_id, records in self._store.take_pending().items():
+        for producer_id, records in pending.items():
             for raw_key, raw_value in records:
                 key = decode_key(raw_key)
                 if isinstance(key, OffsetKey) and raw_value is not None:
@@ -302,9 +311,17 @@ class GroupCoordinator:
     ) -> None:
         """A transaction marker landed on ``__consumer_offsets-<partition>``: materialise
         (COMMIT) or drop (ABORT) the producer's pending transactional offsets of that
-        partition's groups."""
+        partition's groups. While the partition loads, the marker is held for the load's end:
+        the offsets it completes may not be pending yet."""
         if topic != OFFSETS_TOPIC:
             return
+        if partition in self._loading:
+            held = self._markers_while_loading.setdefault(partition, [])
+            held.append((producer_id, committed, marker_offset))
+            return
+        self._complete(partition, producer_id, committed)
+
+    def _complete(self, partition: int, producer_id: int, committed: bool) -> None:
         n = self._config.offsets_topic_num_partitions
         taken = self._txn_offsets.complete(producer_id, lambda g: partition_for(g, n) == partition)
         if not committed:

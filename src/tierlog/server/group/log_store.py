@@ -30,7 +30,7 @@ from tierlog.protocol.records import (
     scan_batches,
 )
 from tierlog.protocol.txn_markers import marker_of_batch
-from tierlog.server.group.store import KeyValue, OffsetsStoreError
+from tierlog.server.group.store import KeyValue, LoadedPartition, OffsetsStoreError
 
 
 def transactional_fields(plog: PartitionLog, producer: tuple[int, int] | None) -> dict[str, Any]:
@@ -94,13 +94,13 @@ class LogOffsetsStore:
     async def load(self) -> list[KeyValue]:
         return await asyncio.to_thread(self._load_all)
 
-    async def load_partition(self, partition: int) -> list[KeyValue]:
+    async def load_partition(self, partition: int) -> LoadedPartition:
         return await asyncio.to_thread(self._load_one, partition)
 
-    def _load_one(self, partition: int) -> list[KeyValue]:
-        out: list[KeyValue] = []
-        self._load_partition(self._log_for(partition), out)
-        return out
+    def _load_one(self, partition: int) -> LoadedPartition:
+        loaded = LoadedPartition()
+        self._load_partition(self._log_for(partition), loaded)
+        return loaded
 
     def take_pending(self) -> dict[int, list[KeyValue]]:
         pending, self._pending = self._pending, {}
@@ -147,14 +147,16 @@ class LogOffsetsStore:
         out: list[KeyValue] = []
         read_bytes = 0
         for partition in range(self._num_partitions):
-            read_bytes += self._load_partition(self._log_for(partition), out)
+            loaded = LoadedPartition(out, self._pending)
+            read_bytes += self._load_partition(self._log_for(partition), loaded)
         self.last_load = LoadStats(len(out), read_bytes, time.monotonic() - started)
         return out
 
-    def _load_partition(self, log: PartitionLog, out: list[KeyValue]) -> int:
-        """Append the partition's keyed records to ``out``; returns the bytes read. Records of
-        a transaction go to ``out`` where its COMMIT marker is, nowhere if it aborted, and to
-        ``take_pending`` if it is still open."""
+    def _load_partition(self, log: PartitionLog, loaded: LoadedPartition) -> int:
+        """Add the partition's keyed records to ``loaded``; returns the bytes read. Records of
+        a transaction go to its records where the COMMIT marker is, nowhere if it aborted,
+        and to its pending ones if it is still open."""
+        out = loaded.records
         open_txns: dict[int, list[KeyValue]] = {}
         read_bytes = 0
         offset = log.log_start_offset
@@ -181,5 +183,6 @@ class LogOffsetsStore:
                         target.append((record.key, record.value))
             offset = headers[-1].next_offset
         for pid, held in open_txns.items():
-            self._pending.setdefault(pid, []).extend(held)
+            loaded.pending.setdefault(pid, []).extend(held)
+        loaded.end_offset = offset
         return read_bytes

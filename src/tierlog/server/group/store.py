@@ -10,11 +10,27 @@ against a real log.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tierlog.protocol.errors import ErrorCode
 
 KeyValue = tuple[bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    """What loading one ``__consumer_offsets`` partition read.
+
+    ``records``: every keyed record in append order, those of a committed transaction where
+    its marker is. ``pending``: per producer id, the records of transactions whose marker was
+    not in what was read. ``end_offset``: where the read stopped; a marker appended at or past
+    it while the load ran was not seen, so the coordinator applies it after the load.
+    """
+
+    records: list[KeyValue] = field(default_factory=list)
+    pending: dict[int, list[KeyValue]] = field(default_factory=dict)
+    end_offset: int = 0
 
 
 class OffsetsStoreError(Exception):
@@ -28,18 +44,19 @@ class OffsetsStoreError(Exception):
 class OffsetsStore(Protocol):
     """Contract: ``append`` is all-or-nothing and ordered per partition; ``load`` returns
     every record ever appended (tombstones included) partition by partition in append order,
-    ``load_partition`` the same for one partition (a coordinator that became its leader).
+    ``load_partition`` the same for one partition (a coordinator that became its leader),
+    with the transactions still open and the offset the read stopped at.
     A failed ``append`` raises ``OffsetsStoreError`` and leaves nothing behind; an append
     returns once the records are as durable as the store promises (cluster mode: in the
     ISR)."""
 
     async def load(self) -> list[KeyValue]: ...
 
-    async def load_partition(self, partition: int) -> list[KeyValue]: ...
+    async def load_partition(self, partition: int) -> LoadedPartition: ...
 
     def take_pending(self) -> dict[int, list[KeyValue]]:
-        """After a load: per producer id, the records of transactions whose marker was not in
-        the log (a load returns those of committed transactions where their marker is)."""
+        """After ``load``: per producer id, the records of transactions whose marker was not
+        in the log (a load returns those of committed transactions where their marker is)."""
         ...
 
     async def append(
@@ -67,8 +84,9 @@ class MemoryOffsetsStore:
     async def load(self) -> list[KeyValue]:
         return [kv for p in sorted(self.partitions) for kv in self.partitions[p]]
 
-    async def load_partition(self, partition: int) -> list[KeyValue]:
-        return list(self.partitions.get(partition, []))
+    async def load_partition(self, partition: int) -> LoadedPartition:
+        records = list(self.partitions.get(partition, []))
+        return LoadedPartition(records, end_offset=len(records))
 
     def take_pending(self) -> dict[int, list[KeyValue]]:
         return {}
