@@ -18,6 +18,8 @@ from tierlog.cluster.cluster_view import (
     ClusterView,
     ControllerChanged,
     PartitionChanged,
+    TopicConfig,
+    TopicConfigChanged,
     TopicDeleted,
     ViewChange,
 )
@@ -26,7 +28,7 @@ from tierlog.cluster.fencing import FencedWriter
 from tierlog.cluster.registration import register_broker
 from tierlog.cluster.settings import ClusterSettings
 from tierlog.cluster.topic_creation import create_topic
-from tierlog.cluster.znodes import BrokerRegistration, PartitionState
+from tierlog.cluster.znodes import BrokerRegistration, PartitionState, TopicConfigOverrides
 from tierlog.cluster.zookeeper import ZooKeeperClient
 from tierlog.config import Endpoint
 
@@ -158,3 +160,31 @@ def test_topic_deletion_and_recreation(
     wait_until(lambda: state_of(v, "t", 0) == first, 10, what="re-created topic, first state")
     assert v.topics()["t"].topic_id == "BBBBBBBBBBBBBBBBBBBBBB"
     assert epoch_of(v, "t", 0) == 0
+
+
+def test_a_topic_config_is_in_the_view_before_its_partitions_and_follows_writes(
+    view: tuple[ClusterView, Changes], zk: ZooKeeperClient, kazoo_client: KazooClient
+) -> None:
+    v, changes = view
+    seen_with_config: list[bool] = []
+
+    def on_change(change: ViewChange) -> None:
+        if isinstance(change, PartitionChanged) and change.info.topic == "c":
+            seen_with_config.append(v.topic_config("c") is not None)
+
+    v.add_listener(on_change)
+    lease = elect_controller(zk.kazoo, 1, 0)
+    assert lease is not None
+    tid = "AAAAAAAAAAAAAAAAAAAAAQ"
+    create_topic(FencedWriter(zk.kazoo, lease), "c", tid, {0: [1]}, {"retention.ms": "5"}, {1})
+    wait_until(lambda: v.partition("c", 0) is not None, 10, what="topic in the view")
+    assert seen_with_config and all(seen_with_config)
+    assert v.topic_config("c") == TopicConfig({"retention.ms": "5"}, 0, tid)
+
+    kazoo_client.set(paths.topic_config("c"), TopicConfigOverrides({"retention.ms": "6"}).encode())
+    wait_until(
+        lambda: v.topic_config("c") == TopicConfig({"retention.ms": "6"}, 1, tid),
+        10,
+        what="the write followed",
+    )
+    assert [ch.topic for ch in changes.of(TopicConfigChanged)] == ["c", "c"]

@@ -42,6 +42,9 @@ class LocalTopicsStandIn:
     def create(self, name: str, *a: Any, **kw: Any) -> Any:
         raise AssertionError("not used")
 
+    def replace_configs(self, name: str, configs: Mapping[str, str | None]) -> None:
+        raise AssertionError("not used")
+
     def delete(self, name: str) -> Any:
         raise AssertionError("not used")
 

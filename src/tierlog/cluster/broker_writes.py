@@ -56,6 +56,45 @@ def topic_config(zk: KazooClient, topic: str) -> dict[str, str]:
         raise ZooKeeperError(repr(e)) from e
 
 
+class TopicMissingError(Exception):
+    """The topic is not in ZooKeeper (``/brokers/topics/<t>`` is gone or never was)."""
+
+
+def read_topic_config(zk: KazooClient, topic: str) -> tuple[dict[str, str], int]:
+    """The topic's config overrides and their znode version, -1 when the topic has no
+    config znode. ``TopicMissingError`` when the topic itself does not exist."""
+    try:
+        try:
+            data, stat = zk.get(paths.topic_config(topic))
+        except NoNodeError:
+            if zk.exists(paths.topic(topic)) is None:
+                raise TopicMissingError(topic) from None
+            return {}, -1
+        return dict(TopicConfigOverrides.decode(data).config), int(stat.version)
+    except (KazooException, OSError, ZnodeFormatError) as e:
+        raise ZooKeeperError(repr(e)) from e
+
+
+def write_topic_config(
+    zk: KazooClient, topic: str, config: Mapping[str, str], version: int
+) -> int | None:
+    """Replace the topic's overrides if the znode is still at ``version`` (-1: create it);
+    the new version, or None when another write came first. As Kafka's admin client does,
+    any broker writes it: there is nothing for the controller to decide."""
+    data = TopicConfigOverrides(dict(config)).encode()
+    try:
+        if version < 0:
+            zk.create(paths.topic_config(topic), data, makepath=True)
+            return 0
+        return int(zk.set(paths.topic_config(topic), data, version).version)
+    except (BadVersionError, NodeExistsError):
+        return None
+    except NoNodeError:
+        raise TopicMissingError(topic) from None
+    except (KazooException, OSError) as e:
+        raise ZooKeeperError(repr(e)) from e
+
+
 def write_partition_state(
     zk: KazooClient, topic: str, partition: int, data: bytes, version: int
 ) -> int | None:

@@ -16,6 +16,10 @@ What holds:
 * **Topics come and go by generation.** A deleted topic leaves the view with every
   partition; its watches stop at their next event. A topic re-created under the same name
   starts a new generation, whose partition epochs start again from zero.
+* **Topic configs come with their topic.** The watch of ``/config/topics/<t>`` is armed,
+  and has read the overrides, before the topic's partitions are reported, so a broker that
+  creates the topic locally has them; each later write is reported as
+  ``TopicConfigChanged`` with the znode's version.
 * Watches survive reconnects and new sessions (kazoo re-reads after a session loss).
 * All updates happen on kazoo's single callback thread; readers on other threads get
   consistent snapshots under a lock. Listeners run on that callback thread and must not
@@ -40,6 +44,7 @@ from tierlog.cluster.znodes import (
     ControllerRegistration,
     PartitionState,
     TopicAssignment,
+    TopicConfigOverrides,
     ZnodeFormatError,
 )
 
@@ -85,6 +90,23 @@ class TopicDeleted:
 
 
 @dataclass(frozen=True)
+class TopicConfigChanged:
+    """``/config/topics/<t>`` was written (or first read); ``ClusterView.topic_config``."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's overrides as ``/config/topics/<t>`` holds them; ``version`` is the znode's
+    (-1: no znode), ``topic_id`` the topic's, so a re-created topic's versions are new."""
+
+    config: Mapping[str, str]
+    version: int
+    topic_id: str | None
+
+
+@dataclass(frozen=True)
 class ShuttingDownChanged:
     """The brokers doing a controlled shutdown (``/tierlog/controlled_shutdown``)."""
 
@@ -103,6 +125,7 @@ ViewChange = (
     | ControllerChanged
     | PartitionChanged
     | TopicDeleted
+    | TopicConfigChanged
     | ShuttingDownChanged
     | DeletionsChanged
 )
@@ -113,6 +136,7 @@ class _Topic:
     generation: int
     assignment: TopicAssignment
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    config: TopicConfig | None = None
 
 
 class ClusterView:
@@ -154,6 +178,12 @@ class ClusterView:
         with self._lock:
             t = self._topics.get(topic)
             return None if t is None else t.partitions.get(index)
+
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        """The topic's overrides; None for a topic not in the view (or not read yet)."""
+        with self._lock:
+            t = self._topics.get(topic)
+            return None if t is None else t.config
 
     def shutting_down(self) -> frozenset[int]:
         """Brokers that asked for a controlled shutdown and are still registered for it."""
@@ -311,6 +341,7 @@ class ClusterView:
             topic = _Topic(self._generations, assignment)
             with self._lock:
                 self._topics[name] = topic
+            self._watch_config(name, topic.generation)
         new: list[int] = []
         changed: list[PartitionInfo] = []  # new partitions and changed assignments
         with self._lock:
@@ -335,6 +366,36 @@ class ClusterView:
             self._notify(PartitionChanged(info))
         for p in new:
             self._watch_state(name, topic.generation, p)
+        return True
+
+    def _watch_config(self, name: str, generation: int) -> None:
+        def on_config(data: bytes | None, stat: ZnodeStat | None) -> bool:
+            return self._on_config(name, generation, data, stat)
+
+        DataWatch(self._zk, paths.topic_config(name), on_config)
+
+    def _on_config(
+        self, name: str, generation: int, data: bytes | None, stat: ZnodeStat | None
+    ) -> bool:
+        if self._closed:
+            return False
+        overrides: Mapping[str, str] = {}
+        if data is not None:
+            try:
+                overrides = TopicConfigOverrides.decode(data).config
+            except ZnodeFormatError as e:
+                log.error("ignoring %s: %s", paths.topic_config(name), e)
+                return True
+        version = -1 if stat is None else int(stat.version)
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None or topic.generation != generation:
+                return False
+            held = topic.config
+            if held is not None and (data is None or held.version >= version):
+                return True  # a late read, or the znode removed with its topic: keep them
+            topic.config = TopicConfig(dict(overrides), version, topic.assignment.topic_id)
+        self._notify(TopicConfigChanged(name))
         return True
 
     def _watch_state(self, name: str, generation: int, index: int) -> None:

@@ -45,6 +45,8 @@ from tierlog.cluster.cluster_view import (
     ClusterView,
     PartitionChanged,
     PartitionInfo,
+    TopicConfig,
+    TopicConfigChanged,
     TopicDeleted,
     ViewChange,
 )
@@ -60,6 +62,7 @@ from tierlog.replication.aux_state import RemoteAuxStateSource
 from tierlog.replication.delayed_produce import DelayedProduces
 from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
 from tierlog.replication.partition import Partition
+from tierlog.replication.topic_configs import TopicConfigSync
 
 if TYPE_CHECKING:
     from tierlog.cluster.node import ClusterNode
@@ -99,6 +102,8 @@ class LocalTopics(Protocol):
     def delete(self, name: str) -> Any: ...
 
     def effective_config(self, info: Any) -> dict[str, Any]: ...
+
+    def replace_configs(self, name: str, configs: Mapping[str, str | None]) -> None: ...
 
     def create(
         self,
@@ -197,6 +202,28 @@ class ReplicaManager:
         self.on_partitions_deleted: Callable[[str, list[int]], Awaitable[None]] | None = None
         """Called once per deleted topic with the partitions this broker led when the
         deletion reached it (the remote tier's stop hook), before its local files go."""
+        self.topic_configs = TopicConfigSync(
+            self._replace_configs, lambda name: topics.get(name) is not None, self._spawn
+        )
+        """Follows ``/config/topics``; the server sets its ``apply`` (tiering reacts too)."""
+
+    async def _replace_configs(self, name: str, config: Mapping[str, str]) -> None:
+        self.topics.replace_configs(name, config)
+
+    async def alter_topic_config(
+        self,
+        name: str,
+        change: Callable[[dict[str, str]], dict[str, str]],
+        *,
+        validate_only: bool,
+    ) -> None:
+        """AlterConfigs in cluster mode: see ``topic_configs``."""
+        node, view = self.node, self.view
+        if node is None or view is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not in the cluster yet")
+        await self.topic_configs.alter(
+            node.member.zk.kazoo, view, name, change, validate_only=validate_only
+        )
 
     # ---- lifecycle -----------------------------------------------------------------------
     @property
@@ -505,6 +532,10 @@ class ReplicaManager:
                 self._apply(change.info)
         elif isinstance(change, TopicDeleted):
             self._delete_local(change.topic)
+        elif isinstance(change, TopicConfigChanged):
+            view = self.view
+            if view is not None:
+                self.topic_configs.sync(change.topic, view)
         elif isinstance(change, BrokersChanged):
             for p in self.partitions.values():
                 if p.is_leader:
@@ -516,6 +547,7 @@ class ReplicaManager:
         led = sorted(i for (t, i), p in self.partitions.items() if t == topic and p.is_leader)
         for key in [k for k in self.partitions if k[0] == topic]:
             self._stop_replica(key)
+        self.topic_configs.forget(topic)
         info = self.topics.get(topic)
         if info is None:
             return
@@ -544,6 +576,9 @@ class ReplicaManager:
 
     def _ensure_topic(self, name: str) -> None:
         if self.topics.get(name) is not None:
+            view = self.view
+            if view is not None:
+                self.topic_configs.sync(name, view)
             self._apply_topic(name)
             return
         if name not in self._creating:
@@ -556,18 +591,23 @@ class ReplicaManager:
             assignment = view.topics().get(name)
             if assignment is None:
                 return
-            configs = await asyncio.to_thread(topic_config, node.member.zk.kazoo, name)
+            cfg = view.topic_config(name)
+            if cfg is None:
+                configs = await asyncio.to_thread(topic_config, node.member.zk.kazoo, name)
+                cfg = TopicConfig(configs, -1, assignment.topic_id)
             if self.topics.get(name) is None:
                 topic_id = (
                     topic_id_from_base64(assignment.topic_id) if assignment.topic_id else None
                 )
                 try:
                     self.topics.create(
-                        name, len(assignment.partitions), 1, configs, topic_id=topic_id
+                        name, len(assignment.partitions), 1, cfg.config, topic_id=topic_id
                     )
                 except KafkaError as e:
                     log.error("cannot create local topic %s: %s", name, e)
                     return
+                self.topic_configs.created(name, cfg)
+            self.topic_configs.sync(name, view)
             event = self._topic_ready.pop(name, None)
             if event is not None:
                 event.set()

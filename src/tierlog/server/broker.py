@@ -13,12 +13,13 @@ clean-shutdown marker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
@@ -52,6 +53,19 @@ log = logging.getLogger(__name__)
 READY_PREFIX = "tierlog ready:"
 SHUTDOWN_GRACE_S = 10.0
 RETENTION_STEP = 16  # partitions per retention slice between yields to the loop
+
+
+async def _apply_topic_config(
+    topics: TopicManager, tiering: Tiering, name: str, config: Mapping[str, str]
+) -> None:
+    """A topic's overrides from ZooKeeper: the local topic store takes them, then tiering
+    reacts as it does to AlterConfigs (copy off or on, tiering on, or off with deletion).
+    Overrides the topic has already (a broker's start) change nothing."""
+    if topics.has_overrides(name, config):
+        return
+    before = tiering.config_snapshot(name)
+    topics.replace_configs(name, config)
+    await tiering.after_config_change(name, before)
 
 
 class Broker:
@@ -150,6 +164,9 @@ class Broker:
             return
         if state.tiering is not None:
             state.replication.on_partitions_deleted = state.tiering.before_topic_delete
+            state.replication.topic_configs.apply = functools.partial(
+                _apply_topic_config, state.topics, state.tiering
+            )
         state.cluster_id = await state.replication.start(self.cluster.node, state.cluster_id)
         if state.tiering is not None:
             state.tiering.attach_replication(state.replication)

@@ -286,37 +286,43 @@ class TopicManager:
         if not validate_only:
             self._apply(info, overrides)
 
-    def incremental_alter(
-        self,
-        name: str,
-        ops: Iterable[tuple[str, int, str | None]],
-        *,
-        validate_only: bool = False,
-    ) -> None:
-        """IncrementalAlterConfigs: op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (list keys)."""
-        info = self._require(name)
-        raw: dict[str, str | None] = render_overrides(info.overrides)  # type: ignore[assignment]
+    def has_overrides(self, name: str, configs: Mapping[str, str | None]) -> bool:
+        """Whether ``configs``, parsed, are the topic's overrides already."""
+        try:
+            return parse_topic_overrides(configs) == self._require(name).overrides
+        except ConfigError:
+            return False
+
+    def overrides(self, name: str) -> dict[str, str]:
+        """The topic's overrides as text, as AlterConfigs takes them."""
+        return render_overrides(self._require(name).overrides)
+
+    def altered(
+        self, raw: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
+    ) -> dict[str, str | None]:
+        """IncrementalAlterConfigs' result on the override set ``raw``: op 0 SET, 1 DELETE,
+        2 APPEND, 3 SUBTRACT (list keys; a key without an override starts from the broker's
+        default)."""
+        out: dict[str, str | None] = dict(raw)
         for key, op, value in ops:
-            if key not in raw and op in (2, 3):
-                current = effective_topic_config(info.overrides, self._broker).get(key)
-                raw[key] = ",".join(current) if isinstance(current, list) else None
+            if key not in out and op in (2, 3):
+                current = effective_topic_config({}, self._broker).get(key)
+                out[key] = ",".join(current) if isinstance(current, list) else None
             if op == 0:
-                raw[key] = value
+                out[key] = value
             elif op == 1:
-                raw.pop(key, None)
+                out.pop(key, None)
             elif op in (2, 3):
-                items = [x for x in (raw.get(key) or "").split(",") if x]
+                items = [x for x in (out.get(key) or "").split(",") if x]
                 new = [x.strip() for x in (value or "").split(",") if x.strip()]
                 if op == 2:
                     items += [x for x in new if x not in items]
                 else:
                     items = [x for x in items if x not in new]
-                raw[key] = ",".join(items)
+                out[key] = ",".join(items)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
-        overrides = self._parse_and_validate(raw, internal=info.internal, previous=info)
-        if not validate_only:
-            self._apply(info, overrides)
+        return out
 
     def describe_configs(
         self, name: str, keys: Iterable[str] | None, include_synonyms: bool

@@ -10,7 +10,7 @@ class says a key may hold a secret; metadata-plugin keys are always hidden.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tierlog.config.broker_keys import BROKER_KEYS
@@ -186,16 +186,37 @@ async def _tiering_after(state: BrokerState, topic: str, before: dict[Any, bool]
         await state.tiering.after_config_change(topic, before)
 
 
-async def _alter_each(
-    state: BrokerState,
-    req: Request,
-    api_key: ApiKey,
-    alter: Callable[[Any], None],
-) -> Any:
-    """Apply ``alter`` to each topic resource of an AlterConfigs-like request.
+NewOverrides = Callable[[Any, Mapping[str, str]], dict[str, str | None]]
+"""A resource of the request and the topic's current overrides -> its complete new set."""
 
-    Broker resources are refused, tiering sees the topic config before and (unless
-    ``validate_only``) after the change, and each resource gets its own error code.
+
+async def _alter_one(state: BrokerState, r: Any, new: NewOverrides, validate_only: bool) -> None:
+    """Cluster mode: through ``/config/topics/<t>``, so every broker applies it (validated
+    here against this broker's copy of the topic). Single node: the local topic store."""
+    name = r.resource_name
+    repl = state.replication
+    if repl is not None and repl.manages(name):
+
+        def change(current: dict[str, str]) -> dict[str, str]:
+            wanted = new(r, current)
+            state.topics.replace_configs(name, wanted, validate_only=True)
+            return {k: v for k, v in wanted.items() if v is not None}
+
+        await repl.alter_topic_config(name, change, validate_only=validate_only)
+        return
+    before = _tiering_before(state, name)
+    state.topics.replace_configs(
+        name, new(r, state.topics.overrides(name)), validate_only=validate_only
+    )
+    if not validate_only:
+        await _tiering_after(state, name, before)
+
+
+async def _alter_each(state: BrokerState, req: Request, api_key: ApiKey, new: NewOverrides) -> Any:
+    """Give each topic resource of an AlterConfigs-like request its ``new`` overrides.
+
+    Broker resources are refused, tiering reacts to the change (unless ``validate_only``),
+    and each resource gets its own error code.
     """
     body = req.body
     out: list[dict[str, Any]] = []
@@ -203,10 +224,7 @@ async def _alter_each(
         res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
             _refuse_broker(r.resource_type, r.resource_name, state)
-            before = _tiering_before(state, r.resource_name)
-            alter(r)
-            if not body.validate_only:
-                await _tiering_after(state, r.resource_name, before)
+            await _alter_one(state, r, new, bool(body.validate_only))
             res.update(error_code=0, error_message=None)
         except KafkaError as e:
             res.update(error_code=e.code, error_message=e.message)
@@ -215,24 +233,15 @@ async def _alter_each(
 
 
 async def handle_alter_configs(state: BrokerState, req: Request) -> Any:
-    validate_only = req.body.validate_only
-
-    def replace(r: Any) -> None:
-        state.topics.replace_configs(
-            r.resource_name, {c.name: c.value for c in r.configs}, validate_only=validate_only
-        )
+    def replace(r: Any, current: Mapping[str, str]) -> dict[str, str | None]:
+        return {c.name: c.value for c in r.configs}
 
     return await _alter_each(state, req, ApiKey.ALTER_CONFIGS, replace)
 
 
 async def handle_incremental_alter_configs(state: BrokerState, req: Request) -> Any:
-    validate_only = req.body.validate_only
-
-    def alter(r: Any) -> None:
-        state.topics.incremental_alter(
-            r.resource_name,
-            [(c.name, int(c.config_operation), c.value) for c in r.configs],
-            validate_only=validate_only,
-        )
+    def alter(r: Any, current: Mapping[str, str]) -> dict[str, str | None]:
+        ops = [(c.name, int(c.config_operation), c.value) for c in r.configs]
+        return state.topics.altered(current, ops)
 
     return await _alter_each(state, req, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter)
