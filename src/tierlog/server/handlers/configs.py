@@ -1,6 +1,7 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
-Topic configs are dynamic (stored per topic). Broker configs are static in tierlog: they
+Topic configs are dynamic (stored per topic; in cluster mode in ``/config/topics/<t>``, which
+every broker follows: ``replication.topic_configs``). Broker configs are static in tierlog: they
 can be described (sources STATIC_BROKER_CONFIG / DEFAULT_CONFIG) but altering them is refused
 with a clear message. Storage-plugin pass-through keys (``rsm.config.*``, including the
 embedded defaults the broker fills in) are described with their values unless the plugin
