@@ -211,6 +211,25 @@ async def test_a_marker_the_load_read_does_not_complete_a_later_transaction() ->
 
 
 @run_async
+async def test_pending_offsets_of_a_resigned_partition_do_not_outlive_it() -> None:
+    """Offsets pending in a transaction are the next leader's business once this coordinator
+    resigns: the marker may land there, and a later load here reads the outcome from the log.
+    Kept, they would answer UNSTABLE_OFFSET_COMMIT for good after leadership comes back."""
+    store = GatedStore()
+    store.release.set()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        await loaded(c, MINE)
+        reply = await c.commit_offsets(commit_req(55), producer=(9, 0))
+        assert reply.partitions[0].error_code is ErrorCode.NONE
+        assert (await stable(c))[0] is ErrorCode.UNSTABLE_OFFSET_COMMIT
+        c.became_follower(MINE, 2)
+        c.became_leader(MINE, 3)
+        await loaded(c, MINE)
+        assert await stable(c) == (ErrorCode.NONE, -1)
+
+
+@run_async
 async def test_resigning_drops_groups_and_answers_waiting_joins() -> None:
     store = GatedStore()
     store.release.set()

@@ -275,6 +275,7 @@ class GroupCoordinator:
         self._markers_while_loading.pop(partition, None)
         owned = self._owned.pop(partition, None) is not None
         n = self._config.offsets_topic_num_partitions
+        self._txn_offsets.drop(lambda g: partition_for(g, n) == partition)
         dropped = {g for g in self._groups if partition_for(g, n) == partition}
         for group_id in dropped:
             del self._groups[group_id]

@@ -59,3 +59,10 @@ class PendingTxnOffsets:
         if not groups:
             del self._by_producer[producer_id]
         return taken
+
+    def drop(self, on_partition: Callable[[str], bool]) -> None:
+        """Forget every producer's pending offsets of the groups ``on_partition`` selects (a
+        ``__consumer_offsets`` partition this coordinator no longer owns: their outcome is
+        the next owner's, and a later load here reads it from the log)."""
+        for producer_id in list(self._by_producer):
+            self.complete(producer_id, on_partition)
