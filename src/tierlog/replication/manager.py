@@ -25,6 +25,7 @@ same way) follow leadership of that topic's partitions; see ``LeadershipListener
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -36,9 +37,11 @@ from tierlog.cluster.broker_writes import (
     ZooKeeperError,
     announce_controlled_shutdown,
     claim_producer_ids,
+    read_topic_config,
     shared_cluster_id,
     topic_config,
     write_partition_state,
+    write_topic_config,
 )
 from tierlog.cluster.cluster_view import (
     BrokersChanged,
@@ -221,8 +224,14 @@ class ReplicaManager:
         node, view = self.node, self.view
         if node is None or view is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not in the cluster yet")
+        zk = node.member.zk.kazoo
         await self.topic_configs.alter(
-            node.member.zk.kazoo, view, name, change, validate_only=validate_only
+            functools.partial(read_topic_config, zk),
+            functools.partial(write_topic_config, zk),
+            view,
+            name,
+            change,
+            validate_only=validate_only,
         )
 
     # ---- lifecycle -----------------------------------------------------------------------

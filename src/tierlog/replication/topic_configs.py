@@ -28,19 +28,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tierlog.cluster.broker_writes import (
-    TopicMissingError,
-    ZooKeeperError,
-    read_topic_config,
-    write_topic_config,
-)
+from tierlog.cluster.broker_writes import TopicMissingError, ZooKeeperError
 from tierlog.cluster.cluster_view import ClusterView, TopicConfig
 from tierlog.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from kazoo.client import KazooClient
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +41,10 @@ log = logging.getLogger(__name__)
 _ATTEMPTS = 8
 
 ApplyConfig = Callable[[str, Mapping[str, str]], Awaitable[None]]
+ReadConfig = Callable[[str], tuple[dict[str, str], int]]
+"""``broker_writes.read_topic_config`` bound to the broker's ZooKeeper client (blocking)."""
+WriteConfig = Callable[[str, Mapping[str, str], int], int | None]
+"""``broker_writes.write_topic_config`` bound to the broker's ZooKeeper client (blocking)."""
 
 
 class TopicConfigSync:
@@ -101,7 +97,8 @@ class TopicConfigSync:
 
     async def alter(
         self,
-        zk: KazooClient,
+        read: ReadConfig,
+        write: WriteConfig,
         view: ClusterView,
         name: str,
         change: Callable[[dict[str, str]], dict[str, str]],
@@ -112,11 +109,11 @@ class TopicConfigSync:
         ``KafkaError``), in ZooKeeper and then here."""
         for _ in range(_ATTEMPTS):
             try:
-                current, version = await asyncio.to_thread(read_topic_config, zk, name)
+                current, version = await asyncio.to_thread(read, name)
                 new = change(current)
                 if validate_only:
                     return
-                written = await asyncio.to_thread(write_topic_config, zk, name, new, version)
+                written = await asyncio.to_thread(write, name, new, version)
             except TopicMissingError:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist"
