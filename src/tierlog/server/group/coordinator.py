@@ -277,6 +277,8 @@ class GroupCoordinator:
         n = self._config.offsets_topic_num_partitions
         self._txn_offsets.drop(lambda g: partition_for(g, n) == partition)
         dropped = {g for g in self._groups if partition_for(g, n) == partition}
+        for key in [k for k in self._plain_seq if partition_for(k[0], n) == partition]:
+            del self._plain_seq[key]
         for group_id in dropped:
             del self._groups[group_id]
             timer = self._timers.pop(group_id, None)
