@@ -20,6 +20,7 @@ from tests.storage.objectstore.objectstore_helpers import (
     segment_metadata,
 )
 from tierlog.storage.objectstore.backend import ObjectBackend
+from tierlog.storage.objectstore.cache import SLOT_FILE_NAME
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 from tierlog.tiered.api import RemoteResourceNotFoundException
 
@@ -109,7 +110,7 @@ def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
     tmp_path: Path, s3_bucket: dict[str, str]
 ) -> None:
     """No copy into the cache's own aligned buffer: the pool's slot is the O_DIRECT source,
-    and the cached file still reads back as the chunk."""
+    and the cached chunks (in the cache's slot file) still read back as the chunks."""
     lsd, data = segment_data(tmp_path / "seg", 3 * MiB + 123)
     rsm = make_rsm(
         s3_bucket
@@ -124,13 +125,11 @@ def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
     stored = finished(md, rsm.copy_log_segment_data(md, lsd))
     assert rsm.fetch_log_segment(stored, 0).read() == data
     cache = tmp_path / "cache"
-    wait_until(
-        lambda: len([f for f in cache.iterdir() if not f.name.startswith(".")]) == 4,
-        what="the four chunks written to the disk cache",
-    )
+    wait_until(lambda: len(rsm.chunk_cache) == 4, what="the four chunks written to the disk cache")
+    assert [f.name for f in cache.iterdir()] == [SLOT_FILE_NAME]
     assert rsm.chunk_cache._store._aligned is None  # type: ignore[attr-defined]
     gets = rsm.backend.request_counts["get_range"]
-    assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached files
+    assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached slots
     assert rsm.backend.request_counts["get_range"] == gets
     rsm.close()
 

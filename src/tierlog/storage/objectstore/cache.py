@@ -13,8 +13,9 @@ Rules (all caches: chunks in memory or on disk, manifests, indexes):
   read of a prefetched entry puts it at the eviction end of probation, behind nothing,
   because what is still unread there is worth more than what a sequential reader has had.
 * Entries expire a fixed time after their last access (checked lazily at the cold ends).
-* The disk store writes a temp file and renames it into place, and wipes its directory on
-  start (entries are not trusted across restarts).
+* The disk store writes each chunk into a free slot of one file (a chunk that does not fit
+  a slot, or finds none free, into a temp file renamed into place), and wipes its
+  directory on start (entries are not trusted across restarts).
 * With a writer pool, a loaded value is handed to its waiters at once, from memory, and
   stored by the pool (off the reader's path); until stored it stays in flight, so readers
   of the key share it and nothing loads it again. At most ``max_pending_writes`` values wait
@@ -37,13 +38,15 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from tierlog.storage.objectstore import metrics
+from tierlog.storage.objectstore.slot_file import SlotFile, SlotHandle
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
@@ -53,6 +56,11 @@ _O_DIRECT: int = os.O_DIRECT if sys.platform == "linux" else 0
 _DIRECT_ALIGN = mmap.PAGESIZE
 #: Loaded chunks waiting for the disk-cache writer at most; more are served uncached.
 PENDING_WRITES = 8
+#: The disk chunk cache's slot file, in its directory.
+SLOT_FILE_NAME = "chunks.slots"
+#: Slots beyond what the capacity holds in whole chunks: an entry is written before the
+#: entries it displaces are evicted, so a full cache needs a free slot for the newcomer.
+SPARE_SLOTS = 2
 V = TypeVar("V")
 H = TypeVar("H")
 
@@ -207,6 +215,9 @@ class _Store(ABC, Generic[K, V, H]):
     @abstractmethod
     def discard(self, handle: H) -> None: ...
 
+    def close(self) -> None:
+        """Release what the store holds open (nothing, unless it says otherwise)."""
+
 
 class _MemoryStore(_Store[K, V, V]):
     def persist(self, key: K, value: V) -> V:
@@ -219,13 +230,16 @@ class _MemoryStore(_Store[K, V, V]):
         pass
 
 
-class _DiskStore(_Store[K, bytes | memoryview, Path]):
-    """Chunks as files. A hit maps the file instead of reading it: a reader usually wants
-    a fraction of a chunk (a 1 MiB Fetch from a 4 MiB chunk), and with a mapping only the
+class _DiskStore(_Store[K, bytes | memoryview, Path | SlotHandle]):
+    """Chunks on disk: in the slots of one file (``SlotFile``) when given a slot size, and
+    as files of their own otherwise (no slot store, a chunk larger than a slot, or no slot
+    free). A hit maps the slot or file instead of reading it: a reader usually wants a
+    fraction of a chunk (a 1 MiB Fetch from a 4 MiB chunk), and with a mapping only the
     pages it touches are read, straight from the page cache with no copy. The mapping stays
-    valid if the file is evicted (unlinked) while a reader still holds it.
+    valid if the entry is evicted while a reader still holds it (a file is unlinked, a slot
+    is not reused until unmapped).
 
-    Files are written with ``O_DIRECT`` where the file system takes it: the chunk goes to
+    Chunks are written with ``O_DIRECT`` where the file system takes it: the chunk goes to
     the disk from one page-aligned buffer instead of being copied into new page-cache pages,
     the largest CPU cost of a cold read with a buffered write (most of a core-second per
     GiB on a VM whose memory is backed on first touch, against ~0.15 s for the copy into
@@ -240,6 +254,8 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         directory: Path,
         name_of: Callable[[K], str],
         aligned: Callable[[memoryview, int], memoryview | None] | None = None,
+        slot_size: int = 0,
+        slots: int = 0,
     ) -> None:
         self._dir = directory
         self._name_of = name_of
@@ -252,8 +268,19 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         self._direct = _O_DIRECT != 0
         self._aligned: mmap.mmap | None = None  # one page-aligned buffer, reused
         self._aligned_lock = threading.Lock()
+        self._slots = (
+            SlotFile(directory / SLOT_FILE_NAME, slot_size, slots)
+            if slot_size > 0 and slots > 0
+            else None
+        )
 
-    def persist(self, key: K, value: bytes | memoryview) -> Path:
+    def persist(self, key: K, value: bytes | memoryview) -> Path | SlotHandle:
+        slots = self._slots
+        if slots is not None and len(value) <= slots.slot_size:
+            index = slots.take()
+            if index is not None:
+                return self._write_slot(slots, index, value)
+        # no slot store, a value larger than a slot, or no slot free: a file of its own
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
@@ -269,6 +296,21 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
             raise
         return final
 
+    def _write_slot(self, slots: SlotFile, index: int, value: bytes | memoryview) -> SlotHandle:
+        """``value`` into the reserved slot ``index``; the slot is free again on failure."""
+        size = len(value)
+        if not slots.direct or size == 0:
+            return slots.write(index, value, size)
+        writing = False
+        try:
+            with self._aligned_view(value, slots.padded_length(size)) as view:
+                writing = True  # from here ``write`` gives the slot back if it fails
+                return slots.write(index, view, size)
+        except BaseException:
+            if not writing:
+                slots.give_back(index)
+            raise
+
     def _write_direct(self, path: Path, value: bytes | memoryview) -> bool:
         """Write ``value`` to ``path`` with ``O_DIRECT``; False (nothing written) where the
         file system refuses it, which turns direct writes off."""
@@ -276,6 +318,14 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         padded = -(-size // _DIRECT_ALIGN) * _DIRECT_ALIGN
         if padded == 0:
             return False
+        with self._aligned_view(value, padded) as view:
+            return self._write_padded(path, view, size)
+
+    @contextmanager
+    def _aligned_view(self, value: bytes | memoryview, padded: int) -> Iterator[memoryview]:
+        """``value`` at the start of a page-aligned view ``padded`` bytes long: the buffer
+        it was received into when ``aligned`` knows it, else a copy in this store's own
+        buffer (held, under its lock, for as long as the view is used)."""
         source = (
             self._aligned_source(value, padded)
             if self._aligned_source is not None and isinstance(value, memoryview)
@@ -283,16 +333,17 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         )
         if source is not None:
             with source:
-                return self._write_padded(path, source, size)
+                yield source
+            return
         with self._aligned_lock:
             if self._aligned is None or len(self._aligned) < padded:
                 if self._aligned is not None:
                     self._aligned.close()
                 self._aligned = mmap.mmap(-1, padded)
             buf = self._aligned
-            buf[:size] = value
+            buf[: len(value)] = value
             with memoryview(buf)[:padded] as view:
-                return self._write_padded(path, view, size)
+                yield view
 
     def _write_padded(self, path: Path, view: memoryview, size: int) -> bool:
         """Write the page-aligned ``view`` (its length a multiple of the alignment) with
@@ -318,7 +369,10 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         os.close(fd)
         return True
 
-    def materialise(self, handle: Path) -> bytes | memoryview | None:
+    def materialise(self, handle: Path | SlotHandle) -> bytes | memoryview | None:
+        if isinstance(handle, SlotHandle):
+            assert self._slots is not None
+            return self._slots.map(handle)
         try:
             with open(handle, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -328,11 +382,19 @@ class _DiskStore(_Store[K, bytes | memoryview, Path]):
         except FileNotFoundError:
             return None
 
-    def discard(self, handle: Path) -> None:
+    def discard(self, handle: Path | SlotHandle) -> None:
+        if isinstance(handle, SlotHandle):
+            assert self._slots is not None
+            self._slots.release(handle)
+            return
         try:
             handle.unlink()
         except FileNotFoundError:
             pass
+
+    def close(self) -> None:
+        if self._slots is not None:
+            self._slots.close()
 
 
 @dataclass(slots=True)
@@ -505,6 +567,12 @@ class Cache(Generic[K, V, H]):
         for _, handle, _cause in dropped:
             self._store.discard(handle)
 
+    def close(self) -> None:
+        """Drop every entry and release what the store holds open; values already handed
+        out stay readable."""
+        self.clear()
+        self._store.close()
+
     def _load(self, key: K, loader: Callable[[], V], flight: _Flight[V], *, prefetch: bool) -> V:
         self.stats.misses += 1
         metrics.CACHE_MISSES.labels(self.name).inc()
@@ -636,10 +704,22 @@ def disk_chunk_cache(
     writer: Executor | None = None,
     max_pending_writes: int = 8,
     aligned: Callable[[memoryview, int], memoryview | None] | None = None,
-) -> Cache[ChunkKey, bytes | memoryview, Path]:
-    """Chunks as files; with ``writer``, written behind the readers (see the module doc).
-    ``aligned``: the page-aligned buffer a chunk was received into, if any (``_DiskStore``)."""
-    store: _DiskStore[ChunkKey] = _DiskStore(directory, _chunk_file_name, aligned)
+    chunk_size: int = 0,
+) -> Cache[ChunkKey, bytes | memoryview, Path | SlotHandle]:
+    """Chunks on disk; with ``writer``, written behind the readers (see the module doc).
+    ``aligned``: the page-aligned buffer a chunk was received into, if any (``_DiskStore``).
+    ``chunk_size``: chunks up to this size go to the slots of one file (``SlotFile``),
+    as many as the capacity holds plus ``SPARE_SLOTS``; a larger chunk (a segment
+    uploaded with a larger ``chunk.size``), or any chunk while every slot is taken or
+    still mapped, gets a file of its own. 0: a file per chunk."""
+    slots = capacity_bytes // chunk_size if chunk_size > 0 else 0
+    store: _DiskStore[ChunkKey] = _DiskStore(
+        directory,
+        _chunk_file_name,
+        aligned,
+        slot_size=chunk_size,
+        slots=slots + SPARE_SLOTS if slots else 0,
+    )
     return Cache(
         "chunk_disk",
         store,

@@ -210,6 +210,7 @@ class ObjectStoreRemoteStorageManager(
                 writer=self._cache_writer,
                 max_pending_writes=PENDING_WRITES,
                 aligned=None if self.backend.direct is None else self.backend.direct.buffers.padded,
+                chunk_size=cfg.chunk_size,
             )
         else:
             capacity = cfg.fetch_chunk_cache_size if cfg.fetch_chunk_cache_class == "memory" else 0
@@ -274,7 +275,7 @@ class ObjectStoreRemoteStorageManager(
             self._cache_writer.shutdown(wait=True, cancel_futures=True)
         self.read_ahead_budget.close()
         self.backend.close()
-        self.chunk_cache.clear()
+        self.chunk_cache.close()
         self.manifest_cache.clear()
         self.index_cache.clear()
 
