@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from prometheus_client import REGISTRY
 from tests.helpers.poll import wait_until
 from tests.storage.objectstore.objectstore_helpers import (
     MiB,
+    encryption_props,
     finished,
     make_rsm,
     segment_data,
@@ -131,6 +133,37 @@ def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
     gets = rsm.backend.request_counts["get_range"]
     assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached slots
     assert rsm.backend.request_counts["get_range"] == gets
+    rsm.close()
+
+
+def test_transformed_chunks_are_decoded_into_pool_buffers_and_cached_from_them(
+    tmp_path: Path, s3_bucket: dict[str, str], rsa_key_pair: Callable[[str], Any]
+) -> None:
+    """zstd + AES-GCM: each chunk is decrypted and decompressed into slots of the GET
+    buffer pool, so the disk cache writes it from its slot too (no copy into the cache's
+    own aligned buffer), and every slot is free again once nothing holds the chunks."""
+    pair = rsa_key_pair("decode")
+    lsd, data = segment_data(tmp_path / "seg", 3 * MiB + 123)
+    rsm = make_rsm(
+        s3_bucket
+        | {
+            "chunk.size": str(MiB),
+            "compression.enabled": "true",
+            "fetch.chunk.cache.class": "disk",
+            "fetch.chunk.cache.path": str(tmp_path / "cache"),
+            "fetch.chunk.cache.prefetch.max.size": "0",
+        }
+        | encryption_props({"k": (pair.public, pair.private)}, "k")
+    )
+    md = segment_metadata(len(data))
+    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
+    assert rsm.fetch_log_segment(stored, 0).read() == data
+    wait_until(lambda: len(rsm.chunk_cache) == 4, what="the four chunks written to the disk cache")
+    assert rsm.chunk_cache._store._aligned is None  # type: ignore[attr-defined]
+    assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached slots
+    assert rsm.backend.direct is not None
+    buffers = rsm.backend.direct.buffers
+    wait_until(lambda: gc.collect() >= 0 and buffers.leased == 0, what="every slot returned")
     rsm.close()
 
 

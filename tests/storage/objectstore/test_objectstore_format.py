@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import uuid
@@ -16,6 +17,7 @@ from tests.storage.objectstore.objectstore_helpers import (
     record_batch,
     segment_metadata,
 )
+from tierlog.storage.objectstore.buffers import ChunkBuffers
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
 from tierlog.storage.objectstore.custom_metadata import SegmentLocation
 from tierlog.storage.objectstore.errors import CorruptDataError
@@ -30,6 +32,7 @@ from tierlog.storage.objectstore.manifest import (
     metadata_to_json,
 )
 from tierlog.storage.objectstore.transform import (
+    ENCRYPTION_OVERHEAD,
     BatchCompressionScanner,
     ChunkDecoder,
     ChunkEncoder,
@@ -174,6 +177,53 @@ def test_chunk_transform_round_trip(compress: bool, encrypt: bool) -> None:
         assert len(encoded.data) < len(chunk) // 10
     decoded = ChunkDecoder(key, "seg").decode(3, encoded.data, encoded.compressed, len(chunk))
     assert decoded == chunk
+
+
+@pytest.mark.parametrize(("compress", "encrypt"), [(True, False), (False, True), (True, True)])
+def test_chunks_decode_into_leased_pool_buffers(compress: bool, encrypt: bool) -> None:
+    """Decrypted and decompressed straight into slots of the chunk buffer pool: the result
+    is a slot (the disk cache can write it from there) and the intermediate ones return."""
+    key = DataKey.generate() if encrypt else None
+    chunk = b"kafka tiered storage " * 5000
+    encoded = ChunkEncoder(compress=compress, level=3, data_key=key).encode(3, chunk, 0.0)
+    pool = ChunkBuffers(len(chunk) + ENCRYPTION_OVERHEAD, 4)
+    stored = pool.lease(len(encoded.data))
+    assert stored is not None
+    stored[:] = encoded.data
+    decoded = ChunkDecoder(key, "seg", pool.lease).decode(3, stored, encoded.compressed, len(chunk))
+    assert isinstance(decoded, memoryview) and decoded == chunk
+    assert pool.padded(decoded, len(chunk)) is not None  # the start of a pool slot
+    del stored
+    gc.collect()
+    assert pool.leased == 1  # only the decoded chunk's slot is still held
+    # with the pool empty the decoder allocates, as without one
+    held = [pool.lease(1) for _ in range(3)]
+    assert pool.lease(1) is None
+    again = ChunkDecoder(key, "seg", pool.lease).decode(
+        3, encoded.data, encoded.compressed, len(chunk)
+    )
+    assert again == chunk and not isinstance(again, memoryview)
+    del held
+
+
+def test_damaged_chunks_decoded_into_pool_buffers_fail_and_free_them() -> None:
+    key = DataKey.generate()
+    pool = ChunkBuffers(20_000, 4)
+    encoded = ChunkEncoder(compress=True, level=3, data_key=key).encode(0, b"x" * 10_000, 0.0)
+    tampered = bytearray(encoded.data)
+    tampered[20] ^= 0x01
+    with pytest.raises(CorruptDataError, match="authentication failed"):
+        ChunkDecoder(key, "seg", pool.lease).decode(0, bytes(tampered), True, 10_000)
+    frame = zstandard.ZstdCompressor().compress(b"z" * 10_000)
+    for size, match in ((9_999, "more than"), (10_001, "decoded to 10000")):
+        with pytest.raises(CorruptDataError, match=match):  # the manifest disagrees
+            ChunkDecoder(None, "seg", pool.lease).decode(0, frame, True, size)
+    bad = bytearray(frame)
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(CorruptDataError, match=r"zstd|decoded"):
+        ChunkDecoder(None, "seg", pool.lease).decode(0, bytes(bad), True, 10_000)
+    gc.collect()
+    assert pool.leased == 0
 
 
 def test_incompressible_chunk_is_stored_raw() -> None:

@@ -361,8 +361,14 @@ def buffer_slots(cfg: ObjectStoreConfig, slot: int) -> int:
     """Slots for every holder of received chunks at once: read-ahead (its budget), the
     fetch pool's GETs, and the chunk cache, whose memory class keeps the chunks it caches
     in their slots (up to its size) and whose disk class keeps those queued for its writer.
-    A pool smaller than that sends GETs to obstore while slots sit in the cache."""
-    slots = -(-cfg.fetch_chunk_cache_prefetch_total_max_size // slot) + cfg.fetch_thread_pool_size
+    A pool smaller than that sends GETs to obstore while slots sit in the cache. With
+    transforms, a chunk is decoded into a second slot before its received one is free
+    again (``ChunkDecoder``): one more slot for every GET that can be decoding at once.
+    Slots are backed by memory only once used, so the unused ones cost address space."""
+    gets = -(-cfg.fetch_chunk_cache_prefetch_total_max_size // slot) + cfg.fetch_thread_pool_size
+    slots = gets
+    if cfg.compression_enabled or cfg.encryption_enabled:
+        slots += gets
     if cfg.fetch_chunk_cache_class == "memory":
         slots += -(-cfg.fetch_chunk_cache_size // slot)
     elif cfg.fetch_chunk_cache_class == "disk":

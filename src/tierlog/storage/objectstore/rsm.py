@@ -598,7 +598,11 @@ class ObjectStoreRemoteStorageManager(
             keys,
             manifest,
             data_key,
-            ChunkDecoder(data_key, keys.log),
+            ChunkDecoder(
+                data_key,
+                keys.log,
+                None if self.backend.direct is None else self.backend.direct.buffers.lease,
+            ),
             f"{keys.base}#{manifest.upload_id}",
         )
 
