@@ -108,21 +108,29 @@ def test_the_direct_path_is_off_behind_a_proxy_and_for_local_stores(
     assert ObjectBackend.from_config(ObjectStoreConfig.from_props(s3_bucket)).direct is None
 
 
-def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
-    tmp_path: Path, s3_bucket: dict[str, str]
+@pytest.mark.parametrize("transforms", [False, True], ids=["plain", "zstd+aes"])
+def test_the_disk_cache_writes_a_chunk_from_its_pool_buffer(
+    tmp_path: Path,
+    s3_bucket: dict[str, str],
+    rsa_key_pair: Callable[[str], Any],
+    transforms: bool,
 ) -> None:
     """No copy into the cache's own aligned buffer: the pool's slot is the O_DIRECT source,
-    and the cached chunks (in the cache's slot file) still read back as the chunks."""
+    the slot a chunk was received into or, with zstd + AES-GCM, the one it was decrypted
+    and decompressed into. The cached chunks (in the cache's slot file) read back as the
+    chunks, and every slot is free again once nothing holds them."""
     lsd, data = segment_data(tmp_path / "seg", 3 * MiB + 123)
-    rsm = make_rsm(
-        s3_bucket
-        | {
-            "chunk.size": str(MiB),
-            "fetch.chunk.cache.class": "disk",
-            "fetch.chunk.cache.path": str(tmp_path / "cache"),
-            "fetch.chunk.cache.prefetch.max.size": "0",
-        }
-    )
+    props = {
+        "chunk.size": str(MiB),
+        "fetch.chunk.cache.class": "disk",
+        "fetch.chunk.cache.path": str(tmp_path / "cache"),
+        "fetch.chunk.cache.prefetch.max.size": "0",
+    }
+    if transforms:
+        pair = rsa_key_pair("decode")
+        props |= {"compression.enabled": "true"}
+        props |= encryption_props({"k": (pair.public, pair.private)}, "k")
+    rsm = make_rsm(s3_bucket | props)
     md = segment_metadata(len(data))
     stored = finished(md, rsm.copy_log_segment_data(md, lsd))
     assert rsm.fetch_log_segment(stored, 0).read() == data
@@ -133,34 +141,6 @@ def test_the_disk_cache_writes_a_received_chunk_from_its_buffer(
     gets = rsm.backend.request_counts["get_range"]
     assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached slots
     assert rsm.backend.request_counts["get_range"] == gets
-    rsm.close()
-
-
-def test_transformed_chunks_are_decoded_into_pool_buffers_and_cached_from_them(
-    tmp_path: Path, s3_bucket: dict[str, str], rsa_key_pair: Callable[[str], Any]
-) -> None:
-    """zstd + AES-GCM: each chunk is decrypted and decompressed into slots of the GET
-    buffer pool, so the disk cache writes it from its slot too (no copy into the cache's
-    own aligned buffer), and every slot is free again once nothing holds the chunks."""
-    pair = rsa_key_pair("decode")
-    lsd, data = segment_data(tmp_path / "seg", 3 * MiB + 123)
-    rsm = make_rsm(
-        s3_bucket
-        | {
-            "chunk.size": str(MiB),
-            "compression.enabled": "true",
-            "fetch.chunk.cache.class": "disk",
-            "fetch.chunk.cache.path": str(tmp_path / "cache"),
-            "fetch.chunk.cache.prefetch.max.size": "0",
-        }
-        | encryption_props({"k": (pair.public, pair.private)}, "k")
-    )
-    md = segment_metadata(len(data))
-    stored = finished(md, rsm.copy_log_segment_data(md, lsd))
-    assert rsm.fetch_log_segment(stored, 0).read() == data
-    wait_until(lambda: len(rsm.chunk_cache) == 4, what="the four chunks written to the disk cache")
-    assert rsm.chunk_cache._store._aligned is None  # type: ignore[attr-defined]
-    assert rsm.fetch_log_segment(stored, 0).read() == data  # from the cached slots
     assert rsm.backend.direct is not None
     buffers = rsm.backend.direct.buffers
     wait_until(lambda: gc.collect() >= 0 and buffers.leased == 0, what="every slot returned")
