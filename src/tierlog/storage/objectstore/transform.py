@@ -190,9 +190,9 @@ class ChunkDecoder:
             raise CorruptDataError(f"{what}: bad zstd frame: {e}") from None
         if got != original_size:
             out.release()
+            decoded = f"more than {original_size}" if got > original_size else str(got)
             raise CorruptDataError(
-                f"{what}: decoded to {'more than' if got > original_size else got} bytes, "
-                f"manifest says {original_size}"
+                f"{what}: decoded to {decoded} bytes, manifest says {original_size}"
             )
         return out
 
