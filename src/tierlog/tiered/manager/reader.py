@@ -220,7 +220,9 @@ class RemoteReader:
         records = cursor.read(served)  # within the carry: a view, nothing read
         self.parked.park(cursor, spec.tip, last + 1)
         self._warm_next(spec, md, cursor.position)
-        aborted = self._aborted_txns(spec, md, last + 1) if spec.read_committed else None
+        # read_committed got here only with no remote transaction index from ``md`` on, so
+        # what ``_aborted_txns`` would find is the local log's alone
+        aborted = self._local_aborted(spec, last + 1) if spec.read_committed else None
         return RemoteReadData(records, aborted, md, served)
 
     @staticmethod
@@ -391,9 +393,16 @@ class RemoteReader:
             ):
                 return list(dict.fromkeys(out))
             seg = self._next_with_txn_index(spec, seg.end_offset + 1)
-        if spec.local_aborted is not None:
-            out.extend(spec.local_aborted(spec.fetch_offset, upper_bound))
+        out.extend(self._local_aborted(spec, upper_bound))
         return list(dict.fromkeys(out))
+
+    @staticmethod
+    def _local_aborted(spec: RemoteReadSpec, upper_bound: int) -> list[AbortedTxn]:
+        """The local log's aborted transactions overlapping ``[fetch_offset, upper_bound)``:
+        ``_aborted_txns`` where no remote segment from the one read on has an index."""
+        if spec.local_aborted is None:
+            return []
+        return list(dict.fromkeys(spec.local_aborted(spec.fetch_offset, upper_bound)))
 
     # --- ListOffsets ----------------------------------------------------------------------
 
