@@ -113,13 +113,13 @@ class ChunkDecoder:
     """Turns stored chunks back into original chunks for one segment.
 
     With ``lease``, each step writes its output into a leased buffer (a slot of the chunk
-    buffer pool, reused from chunk to chunk) instead of new memory: AES-GCM decrypts
-    straight into one (``update_into``), zstd decompresses straight into one
-    (``readinto``). A decoder's own output buffer is fresh memory for every chunk, backed
-    by the kernel one zeroed page at a time, which cost more CPU than the decoding itself
-    under a cold read; and a chunk decoded into a pool slot is written to the disk cache
-    from that slot, without a copy into an aligned buffer. Where no buffer is leased (the
-    pool is empty, or there is none) the step allocates as before."""
+    buffer pool, reused from chunk to chunk) instead of an allocation of its own: AES-GCM
+    decrypts straight into one (``update_into``), zstd decompresses straight into one
+    (``readinto``). A chunk decoded into a pool slot is written to the disk cache from
+    that slot, without a copy into the cache's aligned buffer, and the memory that cold
+    reads decode into is the pool's bounded, reused set of slots rather than one
+    allocation of a chunk's size per chunk. Where no buffer is leased (the pool is empty,
+    or there is none) the step allocates."""
 
     def __init__(self, data_key: DataKey | None, what: str, lease: Lease | None = None) -> None:
         self._data_key = data_key
