@@ -79,6 +79,8 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 MESSAGE = 1024
 HOT, COLD = "hot", "cold"
+#: ``--second-pass``: a second cold topic, read after ``COLD`` without a restart
+SECOND = "second"
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -420,9 +422,9 @@ class MetricsSampler:
 
 
 # ---- the run -----------------------------------------------------------------------------------
-def active_segment(log_dir: Path, partition: int) -> int:
-    """Base offset of the cold topic's active segment (the only one that stays local)."""
-    files = sorted((log_dir / f"{COLD}-{partition}").glob("*.log"), key=lambda f: f.name)
+def active_segment(log_dir: Path, topic: str, partition: int) -> int:
+    """Base offset of a cold topic's active segment (the only one that stays local)."""
+    files = sorted((log_dir / f"{topic}-{partition}").glob("*.log"), key=lambda f: f.name)
     return int(files[-1].name.split(".")[0])
 
 
@@ -566,6 +568,7 @@ def cold_read(
     consumers: str = "one",
     partitions: int = 1,
     sample_windows: bool = False,
+    topic: str = COLD,
 ) -> ColdRead:
     proxy.reset_counts()
     before = broker.rss()
@@ -602,9 +605,9 @@ def cold_read(
     windows = MetricsSampler(broker, 0.1 if sample_windows else 0.0)
     with RssSampler(broker) as sampler, windows:
         if consumers == "each":
-            kc = kcat_read_each(broker.bootstrap, COLD, fetch_wait_ms, partitions)
+            kc = kcat_read_each(broker.bootstrap, topic, fetch_wait_ms, partitions)
         else:
-            kc = kcat_read(broker.bootstrap, COLD, fetch_wait_ms)
+            kc = kcat_read(broker.bootstrap, topic, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
     faults = minor_faults(broker.pid) - faults_before
     switches = context_switches(broker.pid) - switches_before
@@ -703,6 +706,52 @@ class StoreRun:
     single_get_s: float  # one chunk GET alone through the proxy: latency + transfer
     window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
     hot_fetches: list[float]  # Fetch requests of each round's hot read
+    second_passes: list[ColdRead]  # ``--second-pass``: each round's cold read repeated
+
+
+def load_topics(
+    broker: Broker, log_dir: Path, segment: str, args: argparse.Namespace
+) -> tuple[int, float, float]:
+    """Create and fill the hot topic and the cold ones, and wait until every cold segment
+    but the active one is uploaded and deleted locally. Messages sent per topic, the
+    seconds the first cold topic took to produce, and the wait for the uploads."""
+    create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
+    cold_topics = [COLD, SECOND] if args.second_pass else [COLD]
+    for topic in cold_topics:
+        create_topic(
+            broker.bootstrap,
+            topic,
+            args.partitions,
+            {
+                "remote.storage.enable": "true",
+                "segment.bytes": segment,
+                "local.retention.bytes": "1",
+            },
+        )
+    t0 = time.perf_counter()
+    sent = produce(broker.bootstrap, COLD, args.partitions, args.mib * MiB, args.batch_kib * 1024)
+    produce_s = time.perf_counter() - t0
+    produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB, args.batch_kib * 1024)
+    if args.second_pass:
+        produce(broker.bootstrap, SECOND, args.partitions, args.mib * MiB, args.batch_kib * 1024)
+    t0 = time.perf_counter()
+    for topic in cold_topics:
+        for p in range(args.partitions):
+            active = active_segment(log_dir, topic, p)
+            poll(
+                partial(
+                    lambda topic, p, active: (
+                        list_offset(broker.bootstrap, topic, p, EARLIEST_LOCAL) == active
+                    ),
+                    topic,
+                    p,
+                    active,
+                ),
+                1800,
+                f"{topic}-{p} uploaded and deleted locally",
+            )
+    upload_wait_s = time.perf_counter() - t0
+    return sent, produce_s, upload_wait_s
 
 
 def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
@@ -756,42 +805,12 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     waste: Waste | None = None
     first_bytes: list[float] = []
     window_runs: list[ColdRead] = []
+    second_passes: list[ColdRead] = []
     single_get = RawRead(0.0, 0.0)
     try:
         broker.start()
-        create_topic(broker.bootstrap, HOT, args.partitions, {"segment.bytes": segment})
-        create_topic(
-            broker.bootstrap,
-            COLD,
-            args.partitions,
-            {
-                "remote.storage.enable": "true",
-                "segment.bytes": segment,
-                "local.retention.bytes": "1",
-            },
-        )
-        t0 = time.perf_counter()
-        sent = produce(
-            broker.bootstrap, COLD, args.partitions, args.mib * MiB, args.batch_kib * 1024
-        )
-        produce_s = time.perf_counter() - t0
-        produce(broker.bootstrap, HOT, args.partitions, args.mib * MiB, args.batch_kib * 1024)
-        t0 = time.perf_counter()
-        for p in range(args.partitions):
-            active = active_segment(log_dir, p)
-            poll(
-                partial(
-                    lambda p, active: (
-                        list_offset(broker.bootstrap, COLD, p, EARLIEST_LOCAL) == active
-                    ),
-                    p,
-                    active,
-                ),
-                1800,
-                f"{COLD}-{p} uploaded and deleted locally",
-            )
-        upload_wait_s = time.perf_counter() - t0
-        objects = remote_logs(backend)  # no transforms: stored size == segment size
+        sent, produce_s, upload_wait_s = load_topics(broker, log_dir, segment, args)
+        objects = remote_logs(backend, COLD)  # no transforms: stored size == segment size
         remote_bytes = sum(size for _, size in objects)
         modes = [m.strip() for m in args.consumers.split(",") if m.strip()]
         for r in range(args.rounds):
@@ -807,6 +826,21 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
                         args.profile if r == 0 and i == 0 else None,
                         mode,
                         args.partitions,
+                    )
+                )
+            if args.second_pass:
+                # no restart: the GET buffer pool is already touched, as in a broker that
+                # has served cold reads before, and the topic is one nothing has read yet
+                second_passes.append(
+                    cold_read(
+                        broker,
+                        proxy,
+                        store,
+                        args.kcat_fetch_wait_ms,
+                        args.profile.with_suffix(".second") if args.profile and r == 0 else None,
+                        modes[0],
+                        args.partitions,
+                        topic=SECOND,
                     )
                 )
             store_before = cpu_seconds(store.proc.pid)
@@ -881,6 +915,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         single_get.mean_get_s,
         window_runs,
         hot_fetches,
+        second_passes,
     )
 
 
@@ -1117,10 +1152,12 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"hot read; {run.store} busy {busy:.0%} of a core"
         )
     runs = [(f"round {i + 1}", c) for i, c in enumerate(run.colds)]
-    for i, (name, cr) in enumerate([*runs, ("baseline", run.base)]):
+    seconds = [(f"round {i + 1}, second pass", c) for i, c in enumerate(run.second_passes)]
+    for i, (name, cr) in enumerate([*runs, ("baseline", run.base), *seconds]):
         if cr is None:
             continue
-        r = i // modes
+        # the round whose hot read is printed beside it (none beside the baseline)
+        r = i // modes if i <= len(runs) else i - len(runs) - 1
         if name == "baseline":
             print(f"    cold, no cache, no prefetch: {rate(cr.seconds)}")
         gets = {k: v / remote_gib for k, v in cr.gets.items()}
@@ -1150,6 +1187,17 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         print(
             f"(d) {name}: broker CPU per GiB by thread: "
             + ", ".join(f"{k} {v / (total / GiB):.2f}" for k, v in ranked if v > 0.005)
+        )
+
+    if run.second_passes:
+        pairs = [
+            (c.cpu_s / (total / GiB), run.hot_cpu[r] / (total / GiB))
+            for r, c in enumerate(run.second_passes)
+        ]
+        print(
+            "(d) second pass (no restart, GET buffers touched): broker CPU per GiB cold "
+            + ", ".join(f"{c:.2f} s (hot {h:.2f}, {c / max(h, 1e-9):.1f}x)" for c, h in pairs)
+            + f"; median {median([c for c, _ in pairs]):.2f} s (target <= 1.0 s, <= 4x hot)"
         )
 
 
@@ -1232,6 +1280,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--window-table", action="store_true", help="print window vs time")
     parser.add_argument(
+        "--second-pass",
+        action="store_true",
+        help="each round, then read a second cold topic of the same volume without a "
+        "restart: the broker CPU of a broker whose GET buffers are already touched (the "
+        "first cold read after a start pays their page faults, once)",
+    )
+    parser.add_argument(
         "--transform", default="none", choices=["none", "zstd", "zstd+aes"], help="chunk transforms"
     )
     parser.add_argument(
@@ -1240,7 +1295,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also GET every chunk straight from the store at 4-32 in flight (its ceiling here)",
     )
     parser.add_argument("--dir", type=Path, default=None)
-    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the first cold read")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy raw profile (perf with BENCH_PERF=1) of the first cold read, and with "
+        "--second-pass of the first second pass too, beside it with the suffix .second",
+    )
     parser.add_argument(
         "--split-cores",
         action="store_true",
@@ -1265,9 +1325,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def remote_logs(backend: ObjectBackend) -> list[tuple[str, int]]:
-    """(key, size) of every ``.log`` object, in key order."""
-    return sorted((k, n) for k, n in backend.list_objects("tiered/") if k.endswith(".log"))
+def remote_logs(backend: ObjectBackend, topic: str) -> list[tuple[str, int]]:
+    """(key, size) of every ``.log`` object of ``topic``, in key order."""
+    return sorted(
+        (k, n)
+        for k, n in backend.list_objects("tiered/")
+        if k.startswith(f"tiered/{topic}-") and k.endswith(".log")
+    )
 
 
 if __name__ == "__main__":
