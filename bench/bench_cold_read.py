@@ -35,6 +35,12 @@ and the bound is N x prefetch / latency. kcat runs with ``fetch.wait.max.ms=10``
 (``--kcat-fetch-wait-ms``): its final Fetch at the end of the log waits that long, a fixed
 cost inside both figures that at the default 500 ms dominated the hot read.
 
+Each round then reads a second cold topic of the same volume without a restart
+(``--second-pass``, on by default): a restart leaves the GET buffer pool untouched, so the
+first cold read after it pays the pool's page faults (about a thousand per 4 MiB slot, once
+per broker), and the second read shows what a broker that has served cold reads before
+spends per GiB.
+
 ``--ceiling`` then GETs every chunk straight from the store (no proxy, no broker, no kcat)
 with 4 to 32 in flight: what any reader of that store can get on this machine, so the cold
 read's ceiling before the proxy, the window or the broker enter.
@@ -1281,7 +1287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-table", action="store_true", help="print window vs time")
     parser.add_argument(
         "--second-pass",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="each round, then read a second cold topic of the same volume without a "
         "restart: the broker CPU of a broker whose GET buffers are already touched (the "
         "first cold read after a start pays their page faults, once)",
