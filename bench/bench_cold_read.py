@@ -712,7 +712,7 @@ class StoreRun:
     single_get_s: float  # one chunk GET alone through the proxy: latency + transfer
     window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
     hot_fetches: list[float]  # Fetch requests of each round's hot read
-    second_passes: list[ColdRead]  # ``--second-pass``: each round's cold read repeated
+    second_passes: list[ColdRead]  # ``--second-pass``: each round's read of ``SECOND``
 
 
 def load_topics(
