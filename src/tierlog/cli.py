@@ -283,6 +283,25 @@ def topics_alter_config(c: WireConnection, a: argparse.Namespace) -> None:
     print(f"Updated configs of {a.topic}.")
 
 
+def topics_alter(c: WireConnection, a: argparse.Namespace) -> None:
+    """``kafka-topics.sh --alter --partitions``: CreatePartitions, on the controller in a
+    cluster; the new partitions' replicas are assigned as Kafka assigns them."""
+
+    def grow(conn: WireConnection) -> Any:
+        return conn.call(
+            ApiKey.CREATE_PARTITIONS,
+            3,
+            topics=[{"name": a.topic, "count": a.partitions, "assignments": None}],
+            timeout=30_000,
+            validate_only=False,
+        )
+
+    r = _on_controller(c, grow, lambda r: int(r.results[0].error_code))
+    res = r.results[0]
+    _check(res.error_code, res.error_message, f"alter {a.topic}")
+    print(f"Increased the partition count of {a.topic} to {a.partitions}.")
+
+
 def topics_delete(c: WireConnection, a: argparse.Namespace) -> None:
     def delete(conn: WireConnection) -> Any:
         return conn.call(ApiKey.DELETE_TOPICS, 5, topic_names=[a.topic], timeout=30_000)
@@ -611,6 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("create", topics_create),
         ("list", topics_list),
         ("describe", topics_describe),
+        ("alter", topics_alter),
         ("alter-config", topics_alter_config),
         ("delete", topics_delete),
     ):
@@ -631,6 +651,8 @@ def build_parser() -> argparse.ArgumentParser:
                 help="a broker's metrics.listener (repeatable): the dirty ratio of a compacted "
                 "topic's partitions is read from there",
             )
+        if name == "alter":
+            sp.add_argument("--partitions", type=int, required=True, help="the new count")
         if name == "alter-config":
             sp.add_argument("--set", action="append", metavar="KEY=VALUE")
             sp.add_argument("--delete", action="append", metavar="KEY")

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tierlog.config.broker import load_broker_config
@@ -18,7 +19,8 @@ ME = 1
 
 class LocalTopicsStandIn:
     """The broker's topic manager as replication uses it: ``topics`` (name to partition
-    count) exist locally with their logs; nothing is created or deleted."""
+    count) exist locally with their logs; the log of a partition the broker stops hosting
+    is deleted, as the broker's topic manager does."""
 
     def __init__(self, logs: LogManager, topics: Mapping[str, int]) -> None:
         self.logs = logs
@@ -28,10 +30,21 @@ class LocalTopicsStandIn:
                 logs.create_log(TopicPartition(topic, p), uuid.uuid4())
 
     def get(self, name: str) -> Any:
-        return object() if name in self.topics else None
+        count = self.topics.get(name)
+        return None if count is None else SimpleNamespace(name=name, partitions=count)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get_log(TopicPartition(topic, partition))
+
+    def open_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.get_log(topic, partition)
+
+    def close_log(self, topic: str, partition: int) -> Path | None:
+        tp = TopicPartition(topic, partition)
+        return None if self.logs.get_log(tp) is None else self.logs.delete_log(tp, remove=False)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        raise AssertionError("not used")
 
     def all(self) -> list[Any]:
         return []

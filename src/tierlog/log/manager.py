@@ -177,8 +177,12 @@ class LogManager:
             self._log_dir_of[tp] = log_dir
             return part
 
-    def delete_log(self, tp: TopicPartition) -> None:
-        """Kafka renames the dir to ``*-delete`` first so a crash mid-way finishes on load."""
+    def delete_log(self, tp: TopicPartition, *, remove: bool = True) -> Path | None:
+        """Forget the log and rename its dir to ``*-delete``, as Kafka does, so a crash before
+        the files are gone finishes the deletion on load. With ``remove`` the renamed dir is
+        deleted before returning; without, the caller deletes it (off the event loop) and
+        gets its path. None when there was no such log. A log created for the same partition
+        afterwards starts in a fresh dir, whatever is left of the old one."""
         tp = TopicPartition(*tp)
         if self.cleaner is not None:
             self.cleaner.abort(tp)  # before _lock: a cleaning thread may be swapping
@@ -186,14 +190,16 @@ class LogManager:
             part = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
             if part is None or log_dir is None:
-                return
+                return None
             part.close(clean=False)
             target = log_dir / f"{partition_dir_name(tp)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             part.dir.rename(target)
-            shutil.rmtree(target, ignore_errors=True)
             if not any(t.topic == tp.topic for t in self._logs):
                 self._topic_configs.pop(tp.topic, None)
+        if remove:
+            shutil.rmtree(target, ignore_errors=True)
         self.flush_checkpoints()  # outside _lock: _checkpoint_lock is always taken first
+        return target
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:

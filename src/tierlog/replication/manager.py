@@ -27,10 +27,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import shutil
 import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tierlog.cluster.broker_writes import (
@@ -99,6 +101,12 @@ class LocalTopics(Protocol):
     def get(self, name: str) -> Any: ...
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def open_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    def close_log(self, topic: str, partition: int) -> Path | None: ...
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None: ...
 
     def all(self) -> list[Any]: ...
 
@@ -184,6 +192,8 @@ class ReplicaManager:
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
         self._applied = asyncio.Event()
+        #: Set (and replaced) after each change of the view has been applied here.
+        self._view_applied = asyncio.Event()
         """Set, then replaced by a fresh one, whenever a partition state was applied."""
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
@@ -519,6 +529,26 @@ class ReplicaManager:
         except TimeoutError:
             return False
 
+    async def wait_partitions(self, topic: str, count: int, timeout_s: float) -> bool:
+        """Wait until this broker's view shows partitions ``[0, count)`` of ``topic`` each
+        with a leader, and its local topic has grown to them (after CreatePartitions, as
+        Kafka's DelayedCreatePartitions waits for its metadata cache). False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            view, info = self.view, self.topics.get(topic)
+            if view is not None and info is not None and info.partitions >= count:
+                states = [view.partition(topic, p) for p in range(count)]
+                if all(s is not None and s.state is not None for s in states):
+                    return True
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._closed:
+                return False
+            try:
+                await asyncio.wait_for(self._view_applied.wait(), remaining)
+            except TimeoutError:
+                return False
+
     # ---- view changes --------------------------------------------------------------------
     def _on_view_change(self, change: ViewChange) -> None:
         """The view's listener (kazoo's thread): hand the change to the loop."""
@@ -534,6 +564,13 @@ class ReplicaManager:
         if self._closed:
             return
         self._changed.set()
+        try:
+            self._dispatch(change)
+        finally:
+            applied, self._view_applied = self._view_applied, asyncio.Event()
+            applied.set()
+
+    def _dispatch(self, change: ViewChange) -> None:
         if isinstance(change, PartitionChanged):
             if self.topics.get(change.info.topic) is None:
                 self._ensure_topic(change.info.topic)
@@ -637,6 +674,7 @@ class ReplicaManager:
         key = (info.topic, info.partition)
         state = info.state
         hosted = self.broker_id in info.replicas or self.broker_id in info.adding
+        self._grow_topic(info.topic, info.partition)
         if state is None:
             return
         if not hosted:
@@ -644,9 +682,9 @@ class ReplicaManager:
                 self._stop_replica(key)
             self._drop_stray_log(info)
             return
-        plog = self.topics.get_log(info.topic, info.partition)
+        plog = self.topics.open_log(info.topic, info.partition)
         if plog is None:
-            log.warning("%s-%d: no local log", *key)
+            log.warning("%s-%d: no local topic", *key)
             return
         p = self.partitions.get(key)
         if p is None:
@@ -689,14 +727,32 @@ class ReplicaManager:
             applied, self._applied = self._applied, asyncio.Event()
             applied.set()
 
+    def _grow_topic(self, topic: str, partition: int) -> None:
+        """A partition beyond the local topic's count was added to the cluster's topic
+        (CreatePartitions): the local definition grows to the view's count."""
+        info = self.topics.get(topic)
+        view = self.view
+        if info is None or partition < info.partitions:
+            return
+        count = partition + 1
+        if view is not None:
+            count = max(count, len(view.partitions(topic)))
+        try:
+            self.topics.create_partitions(topic, count)
+        except KafkaError as e:
+            log.error("%s: cannot grow the local topic to %d partitions: %s", topic, count, e)
+            return
+        log.info("%s: %d partitions", topic, count)
+
     def _drop_stray_log(self, info: PartitionInfo) -> None:
-        """A partition this broker is not a replica of keeps no records here: a replica the
+        """A partition this broker is not a replica of has no log here: a replica the
         controller removed (a reassignment that completed, also while this broker was down)
-        frees its disk, as Kafka's StopReplica with delete does. The log restarts empty at 0,
-        so a later reassignment back fetches it afresh from the leader's log start; the
-        remote tier is the topic's and stays."""
-        plog = self.topics.get_log(info.topic, info.partition)
-        if plog is None or (plog.log_end_offset == 0 and plog.log_start_offset == 0):
+        frees its disk, as Kafka's StopReplica with delete does. The log is forgotten at
+        once, so a later reassignment back starts a fresh one that fetches from the leader's
+        log start; its files are deleted off the loop. The remote tier is the topic's and
+        stays."""
+        path = self.topics.close_log(info.topic, info.partition)
+        if path is None:
             return
         log.info(
             "%s-%d: not a replica here (replicas %s): deleting the local log",
@@ -704,7 +760,7 @@ class ReplicaManager:
             info.partition,
             list(info.replicas),
         )
-        self._spawn(asyncio.to_thread(plog.truncate_fully_and_start_at, 0))
+        self._spawn(asyncio.to_thread(shutil.rmtree, path, ignore_errors=True))
 
     def _stop_replica(self, key: Key) -> None:
         p = self.partitions.pop(key, None)

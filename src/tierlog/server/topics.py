@@ -4,6 +4,13 @@ The set of topics lives in ``__tierlog_topics.json`` in the first log dir (rewri
 atomically on every change); partition data lives in the log engine, which also records the
 topic id in each partition's ``partition.metadata``. This class is the only writer of both,
 so a topic's definition and its logs change together.
+
+In cluster mode (``zookeeper.connect`` set) a broker holds logs only for the partitions it
+hosts a replica of, as Kafka's brokers do: topics are defined here for every topic of the
+cluster (their ids and configs), while the replication layer, which alone knows the
+assignment, opens a partition's log when this broker becomes one of its replicas
+(``open_log``) and deletes it when it stops being one (``close_log``). A single broker hosts
+every partition, so its logs are created with their topic.
 """
 
 from __future__ import annotations
@@ -87,6 +94,8 @@ class TopicManager:
         self._path = state_dir / STATE_FILE
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        #: Logs only for hosted replicas (cluster mode): see the module's docstring.
+        self.hosted_logs_only = broker.get("zookeeper.connect") is not None
 
     # ---- persistence ------------------------------------------------------------------
     def load(self) -> dict[str, LogConfig]:
@@ -110,14 +119,15 @@ class TopicManager:
         """Reconcile with the logs found on disk after ``LogManager.load``.
 
         Missing partition logs are created (a crash between saving the topic and creating its
-        logs). Partition directories of topics we have no record of are adopted with their
-        stored topic id and default configs rather than ignored, so data is never orphaned.
+        logs), except in cluster mode, where the replication layer opens the hosted ones.
+        Partition directories of topics we have no record of are adopted with their stored
+        topic id and default configs rather than ignored, so data is never orphaned.
         """
         for info in self._topics.values():
             cfg = self.log_config(info)
             for p in range(info.partitions):
                 tp = TopicPartition(info.name, p)
-                if self._logs.get_log(tp) is None:
+                if not self.hosted_logs_only and self._logs.get_log(tp) is None:
                     self._logs.create_log(tp, info.topic_id, cfg)
             self._logs.update_config(info.name, cfg)
         orphans: dict[str, int] = {}
@@ -132,7 +142,7 @@ class TopicManager:
             log.warning("adopted topic %s (%s) found on disk without a definition", name, tid)
             for p in range(count):
                 tp = TopicPartition(name, p)
-                if self._logs.get_log(tp) is None:
+                if not self.hosted_logs_only and self._logs.get_log(tp) is None:
                     self._logs.create_log(tp, tid, self.log_config(info))
         if orphans:
             self._save()
@@ -171,6 +181,26 @@ class TopicManager:
         if info is None or not 0 <= partition < info.partitions:
             return None
         return self._logs.get_log(TopicPartition(topic, partition))
+
+    def open_log(self, topic: str, partition: int) -> Any:
+        """The partition's log, created empty if this broker has none yet (a replica it
+        starts hosting); None if the topic or partition is not defined here."""
+        info = self._topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        return self._logs.create_log(
+            TopicPartition(topic, partition), info.topic_id, self.log_config(info)
+        )
+
+    def close_log(self, topic: str, partition: int) -> Path | None:
+        """Stop holding the partition's log (a replica this broker no longer hosts): it is
+        forgotten at once and its files renamed for deletion; the renamed dir is returned
+        for the caller to delete off the event loop (None: there was no log)."""
+        tp = TopicPartition(topic, partition)
+        if self._logs.get_log(tp) is None:
+            return None
+        path: Path | None = self._logs.delete_log(tp, remove=False)
+        return path
 
     def log_config(self, info: TopicInfo) -> LogConfig:
         return log_config_for(info.overrides, self._broker, internal=info.internal)
@@ -230,8 +260,9 @@ class TopicManager:
             return info
         self._add(info)
         cfg = self.log_config(info)
-        for p in range(partitions):
-            self._logs.create_log(TopicPartition(name, p), info.topic_id, cfg)
+        if not self.hosted_logs_only:
+            for p in range(partitions):
+                self._logs.create_log(TopicPartition(name, p), info.topic_id, cfg)
         self._save()
         log.info("created topic %s (%s) with %d partitions", name, info.topic_id, partitions)
         return info
@@ -272,8 +303,9 @@ class TopicManager:
         if validate_only:
             return
         cfg = self.log_config(info)
-        for p in range(info.partitions, count):
-            self._logs.create_log(TopicPartition(name, p), info.topic_id, cfg)
+        if not self.hosted_logs_only:
+            for p in range(info.partitions, count):
+                self._logs.create_log(TopicPartition(name, p), info.topic_id, cfg)
         info.partitions = count
         self._save()
 

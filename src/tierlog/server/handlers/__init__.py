@@ -14,6 +14,7 @@ from tierlog.server.handlers import (
     cluster,
     cluster_admin,
     cluster_metadata,
+    cluster_partitions,
     cluster_topics,
     configs,
     delete_records,
@@ -81,12 +82,13 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
 
 
 #: Cluster mode's own handlers: Metadata and DescribeCluster from the cluster view,
-#: CreateTopics, DeleteTopics, ElectLeaders and the reassignment APIs through the controller,
-#: and OffsetForLeaderEpoch (cluster mode only).
+#: CreateTopics, CreatePartitions, DeleteTopics, ElectLeaders and the reassignment APIs
+#: through the controller, and OffsetForLeaderEpoch (cluster mode only).
 _CLUSTER: dict[ApiKey, _Simple] = {
     ApiKey.METADATA: cluster_metadata.handle_metadata,
     ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
     ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
+    ApiKey.CREATE_PARTITIONS: cluster_partitions.handle_create_partitions,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
     ApiKey.DELETE_TOPICS: cluster_admin.handle_delete_topics,
     ApiKey.ELECT_LEADERS: cluster_admin.handle_elect_leaders,

@@ -11,7 +11,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
-from tierlog.server.handlers.fetch import partition_error
+from tierlog.server.handlers.fetch import no_log_error, partition_error
 from tierlog.server.state import BrokerState
 
 
@@ -27,7 +27,7 @@ async def handle_delete_records(state: BrokerState, req: Request) -> Any:
                     {
                         "partition_index": idx,
                         "low_watermark": -1,
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_code": no_log_error(state, t.name, idx),
                     }
                 )
                 continue

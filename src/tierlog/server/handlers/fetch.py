@@ -65,6 +65,20 @@ def partition_error(
     return repl.leader_for(topic, index, current_leader_epoch)[1]
 
 
+def no_log_error(state: BrokerState, topic: str, index: int) -> ErrorCode:
+    """Why a partition has no log here, as Kafka's ``getPartitionOrError`` answers: one the
+    cluster knows but this broker hosts no replica of (cluster brokers keep logs only for
+    their replicas) is NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata and goes
+    to a replica; anything else is UNKNOWN_TOPIC_OR_PARTITION."""
+    repl = state.replication
+    view = None if repl is None else repl.view
+    if repl is None or view is None or not repl.manages(topic):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if view.partition(topic, index) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode | None:
     if current_leader_epoch in (-1, LEADER_EPOCH):
         return None
@@ -147,7 +161,7 @@ def _resolve(state: BrokerState, topics: Sequence[Any], version: int) -> _Plan:
             else:
                 plog = state.topics.get_log(name, idx)
                 if plog is None:
-                    err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    err = no_log_error(state, name, idx)
                 else:
                     epoch = int(getattr(p, "current_leader_epoch", -1))
                     err = partition_error(state, name, idx, epoch)

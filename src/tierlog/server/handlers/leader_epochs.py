@@ -16,7 +16,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
-from tierlog.server.handlers.fetch import partition_error
+from tierlog.server.handlers.fetch import no_log_error, partition_error
 from tierlog.server.state import BrokerState
 
 
@@ -33,7 +33,7 @@ async def handle_offset_for_leader_epoch(state: BrokerState, req: Request) -> An
             idx = int(p.partition)
             plog = state.topics.get_log(t.topic, idx)
             if plog is None:
-                parts.append(_answer(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_answer(idx, no_log_error(state, t.topic, idx)))
                 continue
             current = int(p.current_leader_epoch)
             error = partition_error(state, t.topic, idx, current)

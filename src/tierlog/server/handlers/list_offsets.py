@@ -23,7 +23,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
-from tierlog.server.handlers.fetch import partition_error
+from tierlog.server.handlers.fetch import no_log_error, partition_error
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import earliest_local_offset, latest_tiered_offset
 
@@ -116,7 +116,7 @@ async def _partition(
     idx = int(p.partition_index)
     plog = state.topics.get_log(name, idx)
     if plog is None:
-        return _result(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _result(idx, no_log_error(state, name, idx))
     epoch_error = partition_error(state, name, idx, int(getattr(p, "current_leader_epoch", -1)))
     if epoch_error is not None:
         return _result(idx, epoch_error)

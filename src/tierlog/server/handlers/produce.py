@@ -45,6 +45,7 @@ from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import RECORDS_OFFSET, read_header
 from tierlog.replication.partition import Partition
 from tierlog.server.handlers.cluster_metadata import brokers
+from tierlog.server.handlers.fetch import no_log_error
 from tierlog.server.router import CLOSE, NO_REPLY
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.txn_partition_hooks import produce_error_for
@@ -93,7 +94,7 @@ def _append(
         return _error(index, verification, "partition is not part of the ongoing transaction")
     plog = state.topics.get_log(name, index)
     if plog is None:
-        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _error(index, no_log_error(state, name, index))
     if not pd.records:
         return _error(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
     replica = _led_partition(state, name, index, acks)

@@ -15,14 +15,14 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode
-from tierlog.server.handlers.fetch import partition_error
+from tierlog.server.handlers.fetch import no_log_error, partition_error
 from tierlog.server.state import BrokerState
 
 
 def _partition(state: BrokerState, topic: str, index: int) -> dict[str, Any]:
     plog = state.topics.get_log(topic, index)
     error = (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        no_log_error(state, topic, index)
         if plog is None
         else partition_error(state, topic, index, -1)
     )

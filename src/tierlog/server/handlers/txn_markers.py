@@ -32,6 +32,7 @@ from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.replication.partition import Partition
+from tierlog.server.handlers.fetch import no_log_error
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _write_one(
 ) -> _Written | ErrorCode:
     plog = state.topics.get_log(topic, index)
     if plog is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return no_log_error(state, topic, index)
     replica, error = _leader(state, topic, index)
     if error is not ErrorCode.NONE:
         return error

@@ -1,0 +1,79 @@
+"""CreatePartitions in cluster mode: through the controller (``cluster.partition_creation``).
+
+Only the controller adds partitions; other brokers answer NOT_CONTROLLER, as Kafka's
+ZooKeeper-mode brokers do, and clients send CreatePartitions to the ``controller_id`` of
+their Metadata. The answer waits, up to the request's timeout, until this broker's view
+shows every partition of the topic with a leader, as Kafka's DelayedCreatePartitions waits
+for its metadata cache; after that it is REQUEST_TIMED_OUT, though the partitions were
+added and get their leaders when replicas are live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tierlog.cluster.fencing import ControllerMovedError
+from tierlog.cluster.partition_creation import add_partitions
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.state import BrokerState
+from tierlog.server.topics import MAX_PARTITIONS
+
+
+async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: float) -> None:
+    repl = state.replication
+    node = None if repl is None else repl.node
+    controller = None if node is None else node.controller
+    view = None if repl is None else repl.view
+    if repl is None or controller is None or view is None:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller.")
+    if t.name in view.deleting_topics():
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+    if t.count > MAX_PARTITIONS:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS} partitions.")
+    brokers = {b: lb.registration.rack for b, lb in view.brokers().items()}
+    requested = (
+        None if t.assignments is None else [[int(b) for b in a.broker_ids] for a in t.assignments]
+    )
+    try:
+        await asyncio.to_thread(
+            add_partitions,
+            controller.writer,
+            t.name,
+            int(t.count),
+            requested,
+            brokers,
+            validate_only=validate_only,
+        )
+    except ControllerMovedError as e:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, str(e)) from None
+    if validate_only or timeout_s <= 0:
+        return
+    if not await repl.wait_partitions(t.name, int(t.count), timeout_s):
+        raise KafkaError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"The partitions of {t.name} were added, but not all have a leader yet.",
+        )
+
+
+async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
+    body = req.body
+    timeout_s = max(body.timeout.total_seconds(), 0.0)
+    names = [t.name for t in body.topics]
+    results: list[dict[str, Any]] = []
+    for t in body.topics:
+        try:
+            if names.count(t.name) > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            await _create(state, t, body.validate_only, timeout_s)
+            results.append({"name": t.name, "error_code": 0, "error_message": None})
+        except KafkaError as e:
+            results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
+    return mk(
+        response_schema(ApiKey.CREATE_PARTITIONS, req.header.api_version),
+        throttle_time=0,
+        results=results,
+    )
