@@ -25,6 +25,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
+from tierlog.protocol.errors import ErrorCode, KafkaError
+
 
 class InvalidReplicationFactorError(ValueError):
     """Kafka's INVALID_REPLICATION_FACTOR: RF < 1 or more than the live brokers."""
@@ -36,6 +38,27 @@ class InvalidPartitionsError(ValueError):
 
 class RackInformationError(ValueError):
     """Some brokers have a rack and some do not: rack-aware assignment is impossible."""
+
+
+def assign_or_refuse(
+    brokers: Mapping[int, str | None],
+    num_partitions: int,
+    replication_factor: int,
+    fixed_start_index: int = -1,
+    start_partition_id: int = -1,
+) -> dict[int, list[int]]:
+    """``assign_replicas`` for the admin APIs (CreateTopics, CreatePartitions): what it
+    refuses raised as the ``KafkaError`` those APIs answer with."""
+    try:
+        return assign_replicas(
+            brokers, num_partitions, replication_factor, fixed_start_index, start_partition_id
+        )
+    except InvalidReplicationFactorError as e:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+    except InvalidPartitionsError as e:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, str(e)) from None
+    except RackInformationError as e:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
 
 
 def assign_replicas(

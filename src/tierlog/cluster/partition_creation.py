@@ -19,12 +19,7 @@ from kazoo.client import TransactionRequest
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from tierlog.cluster import paths
-from tierlog.cluster.assignment import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    RackInformationError,
-    assign_replicas,
-)
+from tierlog.cluster.assignment import assign_or_refuse
 from tierlog.cluster.fencing import FencedWriter
 from tierlog.cluster.leader_election import elect_new_partition
 from tierlog.cluster.znodes import PartitionState, TopicAssignment
@@ -66,14 +61,7 @@ def grown_assignment(
     ordered = sorted(brokers)
     first = record.partitions.get(0, (0,))[0]
     start = next((i for i, b in enumerate(ordered) if b >= first), 0)
-    try:
-        assigned = assign_replicas(brokers, added, rf, start, current)
-    except InvalidReplicationFactorError as e:
-        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-    except InvalidPartitionsError as e:
-        raise KafkaError(ErrorCode.INVALID_PARTITIONS, str(e)) from None
-    except RackInformationError as e:
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
+    assigned = assign_or_refuse(brokers, added, rf, start, current)
     return {p: tuple(r) for p, r in assigned.items()}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tierlog.config.topic import ConfigEntry, describe_topic_config
@@ -112,21 +113,20 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
     return mk(response_schema(ApiKey.DELETE_TOPICS, version), throttle_time=0, responses=results)
 
 
-async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
+async def answer_create_partitions(
+    req: Request, grow: Callable[[Any, bool], Awaitable[None]]
+) -> Any:
+    """CreatePartitions' response: ``grow(topic, validate_only)`` for each requested topic,
+    its ``KafkaError`` as that topic's result; a topic named twice is refused, as Kafka
+    refuses it."""
     body = req.body
+    names = [t.name for t in body.topics]
     results: list[dict[str, Any]] = []
     for t in body.topics:
         try:
-            if t.assignments is not None and any(
-                list(a.broker_ids) != [state.node_id] for a in t.assignments
-            ):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Replica assignments must name only broker {state.node_id}.",
-                )
-            state.topics.create_partitions(t.name, t.count, validate_only=body.validate_only)
-            if state.tiering is not None and not body.validate_only:
-                state.tiering.partitions_added([t.name])
+            if names.count(t.name) > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            await grow(t, body.validate_only)
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
@@ -135,3 +135,19 @@ async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
         throttle_time=0,
         results=results,
     )
+
+
+async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
+    async def grow(t: Any, validate_only: bool) -> None:
+        if t.assignments is not None and any(
+            list(a.broker_ids) != [state.node_id] for a in t.assignments
+        ):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Replica assignments must name only broker {state.node_id}.",
+            )
+        state.topics.create_partitions(t.name, t.count, validate_only=validate_only)
+        if state.tiering is not None and not validate_only:
+            state.tiering.partitions_added([t.name])
+
+    return await answer_create_partitions(req, grow)

@@ -36,6 +36,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.replication.manager import ReplicaManager
 from tierlog.server.state import BrokerState
 
 _NIL = uuid.UUID(int=0)
@@ -43,7 +44,7 @@ POLL_S = 0.05
 """How often a handler looks at its view while it waits for an outcome to show."""
 
 
-def _controller(state: BrokerState) -> tuple[ClusterView, FencedWriter] | None:
+def controller_of(state: BrokerState) -> tuple[ClusterView, FencedWriter] | None:
     repl = state.replication
     node = None if repl is None else repl.node
     controller = None if node is None else node.controller
@@ -51,6 +52,16 @@ def _controller(state: BrokerState) -> tuple[ClusterView, FencedWriter] | None:
     if controller is None or view is None or not controller.running:
         return None
     return view, controller.writer
+
+
+def require_controller(state: BrokerState) -> tuple[ReplicaManager, ClusterView, FencedWriter]:
+    """The replication owner, view and fenced writer of this broker as the controller;
+    NOT_CONTROLLER raised elsewhere (clients then ask the controller their Metadata names)."""
+    repl = state.replication
+    held = controller_of(state)
+    if repl is None or held is None:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller.")
+    return repl, *held
 
 
 async def _wait(done: Callable[[], bool], timeout_s: float) -> None:
@@ -69,7 +80,7 @@ async def handle_elect_leaders(state: BrokerState, req: Request) -> Any:
         if body.topic_partitions is None
         else [(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions]
     )
-    held = _controller(state)
+    held = controller_of(state)
     top_error = ErrorCode.NONE
     results: dict[tuple[str, int], ElectionResult]
     if held is None:
@@ -112,7 +123,7 @@ async def handle_elect_leaders(state: BrokerState, req: Request) -> Any:
 async def handle_alter_partition_reassignments(state: BrokerState, req: Request) -> Any:
     body, version = req.body, req.header.api_version
     schema = response_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
-    held = _controller(state)
+    held = controller_of(state)
     requests = {
         t.name: {
             int(p.partition_index): None if p.replicas is None else [int(r) for r in p.replicas]
@@ -189,7 +200,7 @@ async def handle_alter_partition_reassignments(state: BrokerState, req: Request)
 async def handle_list_partition_reassignments(state: BrokerState, req: Request) -> Any:
     body, version = req.body, req.header.api_version
     schema = response_schema(ApiKey.LIST_PARTITION_REASSIGNMENTS, version)
-    held = _controller(state)
+    held = controller_of(state)
     if held is None:
         return mk(
             schema,
@@ -229,7 +240,7 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
         targets = [(t.name, t.topic_id) for t in body.topics]
     else:
         targets = [(name, None) for name in body.topic_names]
-    held = _controller(state)
+    held = controller_of(state)
     timeout_s = max(body.timeout.total_seconds(), 0.0)
     results: list[dict[str, Any]] = []
     queued: list[str] = []

@@ -15,21 +15,16 @@ from typing import Any
 
 from tierlog.cluster.fencing import ControllerMovedError
 from tierlog.cluster.partition_creation import add_partitions
-from tierlog.protocol.api_keys import ApiKey
-from tierlog.protocol.builder import mk
-from tierlog.protocol.codec import Request, response_schema
+from tierlog.protocol.codec import Request
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.admin_topics import answer_create_partitions
+from tierlog.server.handlers.cluster_admin import require_controller
 from tierlog.server.state import BrokerState
 from tierlog.server.topics import MAX_PARTITIONS
 
 
 async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: float) -> None:
-    repl = state.replication
-    node = None if repl is None else repl.node
-    controller = None if node is None else node.controller
-    view = None if repl is None else repl.view
-    if repl is None or controller is None or view is None:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller.")
+    repl, view, writer = require_controller(state)
     if t.name in view.deleting_topics():
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
     if t.count > MAX_PARTITIONS:
@@ -41,7 +36,7 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
     try:
         await asyncio.to_thread(
             add_partitions,
-            controller.writer,
+            writer,
             t.name,
             int(t.count),
             requested,
@@ -60,20 +55,9 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
 
 
 async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
-    body = req.body
-    timeout_s = max(body.timeout.total_seconds(), 0.0)
-    names = [t.name for t in body.topics]
-    results: list[dict[str, Any]] = []
-    for t in body.topics:
-        try:
-            if names.count(t.name) > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            await _create(state, t, body.validate_only, timeout_s)
-            results.append({"name": t.name, "error_code": 0, "error_message": None})
-        except KafkaError as e:
-            results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
-    return mk(
-        response_schema(ApiKey.CREATE_PARTITIONS, req.header.api_version),
-        throttle_time=0,
-        results=results,
-    )
+    timeout_s = max(req.body.timeout.total_seconds(), 0.0)
+
+    async def grow(t: Any, validate_only: bool) -> None:
+        await _create(state, t, validate_only, timeout_s)
+
+    return await answer_create_partitions(req, grow)

@@ -16,12 +16,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from tierlog.cluster.assignment import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    RackInformationError,
-    assign_replicas,
-)
+from tierlog.cluster.assignment import assign_or_refuse
 from tierlog.cluster.fencing import ControllerMovedError
 from tierlog.cluster.topic_creation import TopicExistsError, create_topic
 from tierlog.config.topic import describe_topic_config
@@ -30,6 +25,7 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.cluster_admin import require_controller
 from tierlog.server.state import BrokerState
 
 _NIL = uuid.UUID(int=0)
@@ -63,23 +59,11 @@ def _assignment(state: BrokerState, t: Any, live: dict[int, str | None]) -> dict
         if t.replication_factor == -1
         else t.replication_factor
     )
-    try:
-        return assign_replicas(live, partitions, rf)
-    except InvalidReplicationFactorError as e:
-        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-    except InvalidPartitionsError as e:
-        raise KafkaError(ErrorCode.INVALID_PARTITIONS, str(e)) from None
-    except RackInformationError as e:
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
+    return assign_or_refuse(live, partitions, rf)
 
 
 async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: float) -> Any:
-    repl = state.replication
-    node = None if repl is None else repl.node
-    controller = None if node is None else node.controller
-    view = None if repl is None else repl.view
-    if repl is None or controller is None or view is None:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller.")
+    repl, view, writer = require_controller(state)
     live = {b: lb.registration.rack for b, lb in view.brokers().items()}
     assignment = _assignment(state, t, live)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
@@ -90,7 +74,7 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
     topic_id = topic_id_to_base64(uuid.uuid4())
     try:
         await asyncio.to_thread(
-            create_topic, controller.writer, t.name, topic_id, assignment, configs, set(live)
+            create_topic, writer, t.name, topic_id, assignment, configs, set(live)
         )
     except TopicExistsError as e:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, str(e)) from None
