@@ -3,8 +3,9 @@
 Brokers 1-3 listen on 127.0.0.1:9092-9094 with metrics on 9404-9406, keep their data under
 ``./data-cluster/broker-<id>`` and share the chroot ``/tierlog`` of a ZooKeeper on a free
 port (its data is under ``./data-cluster/zookeeper``). Each broker's output goes to
-``./data-cluster/broker-<id>.log``. The data survives a restart of the script; delete the
-directory to start from nothing.
+``./data-cluster/broker-<id>.log``. Tiered topics go to one ``file://`` remote tier that all
+three share, ``./data-cluster/remote``. The data survives a restart of the script; delete
+the directory to start from nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def start_broker(broker_id: int, zk_connect: str) -> subprocess.Popen[bytes]:
         "log.dirs": str(ROOT / f"broker-{broker_id}"),
         "default.replication.factor": "3",
         "min.insync.replicas": "2",
-        # tiering in cluster mode waits for the remote-log tasks to follow leadership
-        "remote.log.storage.system.enable": "false",
+        # one remote tier that every broker reaches, as a cluster needs (a replica reads what
+        # another leader uploaded): a file:// store shared on this machine
+        "rsm.config.storage.url": (ROOT / "remote").absolute().as_uri(),
     }
     cmd = [sys.executable, "-m", "tierlog", "serve"]
     for key, value in overrides.items():

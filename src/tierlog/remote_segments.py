@@ -2,8 +2,9 @@
 
 The source of truth is ``__remote_log_metadata``: the tool reads the metadata partitions the
 topic's partitions hash to (same partitioner as the broker), from the log start to the end
-taken before reading, and folds the records into the broker's own cache type
-(``tiered.metadata.fold``). Listed are the segments the cache lists: COPY_STARTED,
+taken before reading, each from its leader as a Kafka consumer does (in a cluster the
+bootstrap broker leads only some of them), and folds the records into the broker's own
+cache type (``tiered.metadata.fold``). Listed are the segments the cache lists: COPY_STARTED,
 COPY_FINISHED and DELETE_STARTED (a DELETE_FINISHED segment no longer exists).
 """
 
@@ -23,17 +24,20 @@ from tierlog.tiered.metadata.topic_io import METADATA_TOPIC
 __all__ = ["RemoteSegmentsError", "remote_segments", "segment_row"]
 
 FETCH_BYTES = 4 << 20
+#: The client id the tool's connections to partition leaders announce.
+CLIENT_ID = "tierlog-cli"
 
 
 class RemoteSegmentsError(RuntimeError):
     pass
 
 
-def _metadata(c: WireConnection, topics: list[str]) -> dict[str, Any]:
+def _metadata(c: WireConnection, topics: list[str]) -> tuple[dict[str, Any], dict[int, Any]]:
+    """The topics' metadata by name, and the brokers' by node id."""
     md = c.call(
         ApiKey.METADATA, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
     )
-    return {t.name: t for t in md.topics}
+    return {t.name: t for t in md.topics}, {int(b.node_id): b for b in md.brokers}
 
 
 def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> int:
@@ -46,17 +50,37 @@ def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> in
 
 
 class _WireMetadataReader(MetadataLogReader):
-    def __init__(self, c: WireConnection) -> None:
+    """Reads each metadata partition on its leader (``leaders``: partition to host and port;
+    one not listed is read through ``c``); ``close`` closes the connections it opened."""
+
+    def __init__(self, c: WireConnection, leaders: dict[int, tuple[str, int]]) -> None:
         self._c = c
+        self._leaders = leaders
+        self._conns: dict[tuple[str, int], WireConnection] = {}
+
+    def _on(self, partition: int) -> WireConnection:
+        where = self._leaders.get(partition)
+        if where is None:
+            return self._c
+        conn = self._conns.get(where)
+        if conn is None:
+            conn = self._conns[where] = WireConnection(*where, client_id=CLIENT_ID)
+        return conn
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
 
     def offsets(self, partition: int) -> tuple[int, int]:
-        start = _offset(self._c, METADATA_TOPIC, partition, -2)
-        return start, _offset(self._c, METADATA_TOPIC, partition, -1)
+        c = self._on(partition)
+        start = _offset(c, METADATA_TOPIC, partition, -2)
+        return start, _offset(c, METADATA_TOPIC, partition, -1)
 
     def read(
         self, partition: int, offset: int, end: int
     ) -> tuple[list[tuple[int, bytes | None]], int]:
-        code, data = self._c.fetch_raw(METADATA_TOPIC, partition, offset, FETCH_BYTES)
+        code, data = self._on(partition).fetch_raw(METADATA_TOPIC, partition, offset, FETCH_BYTES)
         if code != 0:
             raise RemoteSegmentsError(
                 f"fetch {METADATA_TOPIC}-{partition} at {offset}: {ErrorCode(code).name}"
@@ -87,7 +111,7 @@ def remote_segments(
     c: WireConnection, topic: str, partition: int | None = None
 ) -> list[dict[str, Any]]:
     """Rows of ``segment_row`` for the topic (or one partition), by partition and offset."""
-    found = _metadata(c, [topic, METADATA_TOPIC])
+    found, brokers = _metadata(c, [topic, METADATA_TOPIC])
     t = found.get(topic)
     if t is None or t.error_code != 0:
         code = ErrorCode(int(t.error_code)).name if t is not None else "UNKNOWN_TOPIC_OR_PARTITION"
@@ -102,7 +126,16 @@ def remote_segments(
         partitions = [partition]
     topic_id = uuid.UUID(str(t.topic_id))
     tips = [TopicIdPartition(topic_id, topic, p) for p in partitions]
-    caches = fold_metadata_partitions(_WireMetadataReader(c), len(meta.partitions), tips)
+    leaders = {
+        int(p.partition_index): (str(b.host), int(b.port))
+        for p in meta.partitions
+        if (b := brokers.get(int(p.leader_id))) is not None
+    }
+    reader = _WireMetadataReader(c, leaders)
+    try:
+        caches = fold_metadata_partitions(reader, len(meta.partitions), tips)
+    finally:
+        reader.close()
     rows = [
         segment_row(md) for cache in caches.values() for md in cache.list_all_remote_log_segments()
     ]

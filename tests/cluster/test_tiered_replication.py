@@ -29,6 +29,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from tierlog.cluster.znodes import PartitionState
 from tierlog.log.checkpoint import read_epoch_checkpoint
 from tierlog.log.producer_state import ProducerEntry, decode_snapshot
 from tierlog.protocol.api_keys import ApiKey
+from tierlog.remote_segments import remote_segments
 from tierlog.server.topics import STATE_FILE
 from tierlog.storage.directory import COPY, DELETE, StorageEvent, read_events
 from tierlog.tiered.api import (
@@ -385,7 +387,7 @@ def cluster(
     yield _start(broker_factory, zk_connect, kazoo_client, tmp_path)
 
 
-def test_metadata_topic_is_replicated_and_only_the_leader_copies(
+def test_metadata_topic_is_replicated_only_the_leader_copies_and_any_broker_lists_it(
     broker_factory: Callable[..., BrokerProcess],
     zk_connect: str,
     kazoo_client: KazooClient,
@@ -394,7 +396,9 @@ def test_metadata_topic_is_replicated_and_only_the_leader_copies(
     """``__remote_log_metadata`` has the configured replication factor (2 of 3 brokers, so
     one broker's RLMM reads a metadata partition it holds no replica of from its leader),
     and the segments of a tiered RF=3 partition are uploaded once, by its leader; the
-    followers' local logs follow the leader's uploads (local retention gated on them)."""
+    followers' local logs follow the leader's uploads (local retention gated on them).
+    ``tierlog remote segments`` lists those segments whichever broker it bootstraps from:
+    it reads each metadata partition on its leader."""
     cluster = _start(
         broker_factory,
         zk_connect,
@@ -414,6 +418,17 @@ def test_metadata_topic_is_replicated_and_only_the_leader_copies(
         what="the history tiered and every replica's tiered local segments deleted",
     )
     assert cluster.copiers() == {2}
+    tiered = cluster.live_segments()
+    for b in cluster.brokers.values():
+        wait_until(partial(_listed_through, b, tiered), 30, what=f"the segments listed through {b}")
+
+
+def _listed_through(broker: BrokerProcess, tiered: list[tuple[int, int]]) -> bool:
+    """Whether ``tierlog remote segments`` bootstrapped from ``broker`` lists ``tiered``."""
+    with WireConnection.to_bootstrap(broker.bootstrap) as conn:
+        rows = remote_segments(conn, TOPIC)
+    finished = [r for r in rows if r["state"] == "COPY_SEGMENT_FINISHED"]
+    return [(r["start_offset"], r["end_offset"]) for r in finished] == tiered
 
 
 def _replicas(cluster: Cluster, topic: str) -> dict[int, list[int]]:
