@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tierlog.client import ListedOffset, WireConnection
+from tierlog.client import BrokerConnections, ListedOffset, WireConnection
 from tierlog.config.broker import broker_config_from_sources
 from tierlog.config.definitions import ConfigError
 from tierlog.protocol.api_keys import ApiKey
@@ -172,28 +172,24 @@ class _LeaderConnections:
     bootstrap broker first, then the leader of every partition it does not lead."""
 
     def __init__(self, bootstrap: WireConnection, metadata: Any) -> None:
-        self._bootstrap = bootstrap
-        self._addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
-        self._open: dict[int, WireConnection] = {}
+        self._brokers = BrokerConnections(bootstrap, metadata, CLIENT_ID)
 
     def list_offsets(
         self, topic: str, parts: list[int], ts: int, version: int, by_index: dict[int, Any]
     ) -> dict[int, ListedOffset]:
-        answers = self._bootstrap.list_offsets(topic, parts, ts, version=version)
+        answers = self._brokers.bootstrap.list_offsets(topic, parts, ts, version=version)
         elsewhere: dict[int, list[int]] = {}
         for index, p in answers.items():
             leader = int(by_index[index].leader_id)
-            if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader in self._addresses:
+            if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._brokers.knows(leader):
                 elsewhere.setdefault(leader, []).append(index)
         for leader, indexes in elsewhere.items():
-            if leader not in self._open:
-                self._open[leader] = WireConnection(*self._addresses[leader], client_id=CLIENT_ID)
-            answers.update(self._open[leader].list_offsets(topic, indexes, ts, version=version))
+            conn = self._brokers.to(leader)
+            answers.update(conn.list_offsets(topic, indexes, ts, version=version))
         return dict(sorted(answers.items()))
 
     def close(self) -> None:
-        for conn in self._open.values():
-            conn.close()
+        self._brokers.close()
 
 
 def dirty_ratios(urls: Sequence[str], topic: str) -> dict[int, float]:

@@ -171,3 +171,34 @@ class WireConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BrokerConnections:
+    """Connections to the brokers a Metadata response names, opened on first use and closed
+    together. A cluster answers ListOffsets and Fetch on a partition's leader only, so a
+    tool reading several partitions keeps one connection per leader; a broker the metadata
+    does not name is reached through the bootstrap connection, which this does not close."""
+
+    def __init__(self, bootstrap: WireConnection, metadata: Any, client_id: str) -> None:
+        self.bootstrap = bootstrap
+        self._addresses = {int(b.node_id): (str(b.host), int(b.port)) for b in metadata.brokers}
+        self._client_id = client_id
+        self._open: dict[int, WireConnection] = {}
+
+    def knows(self, node_id: int) -> bool:
+        return node_id in self._addresses
+
+    def to(self, node_id: int) -> WireConnection:
+        if node_id not in self._addresses:
+            return self.bootstrap
+        conn = self._open.get(node_id)
+        if conn is None:
+            conn = self._open[node_id] = WireConnection(
+                *self._addresses[node_id], client_id=self._client_id
+            )
+        return conn
+
+    def close(self) -> None:
+        for conn in self._open.values():
+            conn.close()
+        self._open.clear()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tierlog.client import WireConnection
+from tierlog.client import BrokerConnections, WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
@@ -32,12 +32,10 @@ class RemoteSegmentsError(RuntimeError):
     pass
 
 
-def _metadata(c: WireConnection, topics: list[str]) -> tuple[dict[str, Any], dict[int, Any]]:
-    """The topics' metadata by name, and the brokers' by node id."""
-    md = c.call(
+def _metadata(c: WireConnection, topics: list[str]) -> Any:
+    return c.call(
         ApiKey.METADATA, 12, topics=[{"name": t} for t in topics], allow_auto_topic_creation=False
     )
-    return {t.name: t for t in md.topics}, {int(b.node_id): b for b in md.brokers}
 
 
 def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> int:
@@ -50,27 +48,16 @@ def _offset(c: WireConnection, topic: str, partition: int, timestamp: int) -> in
 
 
 class _WireMetadataReader(MetadataLogReader):
-    """Reads each metadata partition on its leader (``leaders``: partition to host and port;
-    one not listed is read through ``c``); ``close`` closes the connections it opened."""
+    """Reads each metadata partition on its leader (``leaders``: partition to node id; one
+    not listed is read through the bootstrap connection)."""
 
-    def __init__(self, c: WireConnection, leaders: dict[int, tuple[str, int]]) -> None:
-        self._c = c
+    def __init__(self, brokers: BrokerConnections, leaders: dict[int, int]) -> None:
+        self._brokers = brokers
         self._leaders = leaders
-        self._conns: dict[tuple[str, int], WireConnection] = {}
 
     def _on(self, partition: int) -> WireConnection:
-        where = self._leaders.get(partition)
-        if where is None:
-            return self._c
-        conn = self._conns.get(where)
-        if conn is None:
-            conn = self._conns[where] = WireConnection(*where, client_id=CLIENT_ID)
-        return conn
-
-    def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        leader = self._leaders.get(partition)
+        return self._brokers.bootstrap if leader is None else self._brokers.to(leader)
 
     def offsets(self, partition: int) -> tuple[int, int]:
         c = self._on(partition)
@@ -111,7 +98,8 @@ def remote_segments(
     c: WireConnection, topic: str, partition: int | None = None
 ) -> list[dict[str, Any]]:
     """Rows of ``segment_row`` for the topic (or one partition), by partition and offset."""
-    found, brokers = _metadata(c, [topic, METADATA_TOPIC])
+    md = _metadata(c, [topic, METADATA_TOPIC])
+    found = {t.name: t for t in md.topics}
     t = found.get(topic)
     if t is None or t.error_code != 0:
         code = ErrorCode(int(t.error_code)).name if t is not None else "UNKNOWN_TOPIC_OR_PARTITION"
@@ -126,16 +114,14 @@ def remote_segments(
         partitions = [partition]
     topic_id = uuid.UUID(str(t.topic_id))
     tips = [TopicIdPartition(topic_id, topic, p) for p in partitions]
-    leaders = {
-        int(p.partition_index): (str(b.host), int(b.port))
-        for p in meta.partitions
-        if (b := brokers.get(int(p.leader_id))) is not None
-    }
-    reader = _WireMetadataReader(c, leaders)
+    brokers = BrokerConnections(c, md, CLIENT_ID)
+    leaders = {int(p.partition_index): int(p.leader_id) for p in meta.partitions}
     try:
-        caches = fold_metadata_partitions(reader, len(meta.partitions), tips)
+        caches = fold_metadata_partitions(
+            _WireMetadataReader(brokers, leaders), len(meta.partitions), tips
+        )
     finally:
-        reader.close()
+        brokers.close()
     rows = [
         segment_row(md) for cache in caches.values() for md in cache.list_all_remote_log_segments()
     ]
