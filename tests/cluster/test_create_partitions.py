@@ -4,6 +4,7 @@ broker holding local logs only for the partitions it hosts."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -205,3 +206,97 @@ def test_create_partitions_refusals_on_a_cluster(
         admin.close()
     a = c.assignment(kazoo_client, "fixed")
     assert a is not None and a.partitions == {0: (1, 2), 1: (2, 1)}
+
+
+def test_partitions_added_while_producing_lose_and_duplicate_nothing(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """An idempotent keyed producer keeps sending while the topic grows from 2 to 4
+    partitions. Every send and its outcome are recorded, then every partition read back
+    (Jepsen's checks): each acknowledged value is read exactly once, at the partition and
+    offset it was acknowledged with, each partition holding its sends in the order they
+    were made; keys reach the new partitions once the producer's metadata shows them."""
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client)
+    c.create_topic(brokers, kazoo_client, "load", [[1, 2], [2, 3]])
+    bootstrap = c.bootstrap(brokers)
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed: dict[bytes, str] = {}
+
+    def done(err: Any, msg: confluent_kafka.Message) -> None:
+        value = msg.value()
+        assert value is not None
+        if err is None:
+            acked[value] = (int(msg.partition() or 0), int(msg.offset() or 0))
+        else:
+            failed[value] = str(err)
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+
+    def send(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            producer.produce("load", b"v%05d" % i, key=b"k%d" % i, on_delivery=done)
+            producer.poll(0)
+
+    send(0, 400)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    grown = admin.create_partitions([NewPartitions("load", 4)])["load"]
+    send(400, 400)
+    grown.result(timeout=30)
+    wait_until(
+        lambda: _sent_to_new_partitions(producer, send, acked),
+        60,
+        what="keys sent to the new partitions",
+    )
+    assert producer.flush(60) == 0 and not failed, list(failed.items())[:3]
+    read = _read_partitions(bootstrap, "load", 4, len(acked))
+    values = [v for v, _ in read]
+    assert len(values) == len(set(values)), "no value twice"
+    assert sorted(values) == sorted(acked), "every acknowledged value, nothing else"
+    assert all(acked[v] == at for v, at in read), "read where it was acknowledged"
+    for p in range(4):
+        sent_order = [int(v[1:]) for v, (q, _) in read if q == p]
+        assert sent_order == sorted(sent_order), f"partition {p} holds its sends in order"
+
+
+def _sent_to_new_partitions(
+    producer: confluent_kafka.Producer,
+    send: Callable[[int, int], None],
+    acked: Mapping[bytes, tuple[int, int]],
+) -> bool:
+    """Whether acknowledged values reached partitions 2 and 3; else 100 more are sent."""
+    producer.flush(30)
+    if {p for p, _ in acked.values()} >= {2, 3}:
+        return True
+    send(1000 + len(acked), 100)
+    return False
+
+
+def _read_partitions(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60
+) -> list[tuple[bytes, tuple[int, int]]]:
+    """Every record of the topic's partitions: value, (partition, offset), in read order."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "jepsen", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[tuple[bytes, tuple[int, int]]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            value = msg.value()
+            assert value is not None
+            got.append((value, (int(msg.partition() or 0), int(msg.offset() or 0))))
+    finally:
+        consumer.close()
+    return got
