@@ -4,7 +4,6 @@ broker holding local logs only for the partitions it hosts."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -256,7 +255,7 @@ def test_partitions_added_while_producing_lose_and_duplicate_nothing(
         what="keys sent to the new partitions",
     )
     assert producer.flush(60) == 0 and not failed, list(failed.items())[:3]
-    read = _read_partitions(bootstrap, "load", 4, len(acked))
+    read = [(v, (p, o)) for p, o, v in c.read_records(bootstrap, "load", range(4), len(acked))]
     values = [v for v, _ in read]
     assert len(values) == len(set(values)), "no value twice"
     assert sorted(values) == sorted(acked), "every acknowledged value, nothing else"
@@ -277,26 +276,3 @@ def _sent_to_new_partitions(
         return True
     send(1000 + len(acked), 100)
     return False
-
-
-def _read_partitions(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60
-) -> list[tuple[bytes, tuple[int, int]]]:
-    """Every record of the topic's partitions: value, (partition, offset), in read order."""
-    consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "jepsen", "enable.auto.commit": False}
-    )
-    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[tuple[bytes, tuple[int, int]]] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                continue
-            value = msg.value()
-            assert value is not None
-            got.append((value, (int(msg.partition() or 0), int(msg.offset() or 0))))
-    finally:
-        consumer.close()
-    return got

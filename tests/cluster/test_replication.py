@@ -140,28 +140,7 @@ class Recorder:
 
 
 def _consume_all(bootstrap: str, expected: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                continue
-            offset, value = msg.offset(), msg.value()
-            assert offset is not None and value is not None
-            got.append((offset, value))
-    finally:
-        consumer.close()
-    return got
+    return [(o, v) for _, o, v in c.read_records(bootstrap, TOPIC, [0], expected, timeout_s)]
 
 
 def test_three_brokers_listed_and_acks_all_consumed_back(

@@ -6,7 +6,8 @@
   with an explicit replica assignment, waiting until every partition has a leader.
 * ``state(kazoo, topic, p)``, ``state_when(kazoo, topic, holds)``,
   ``assignment(kazoo, topic)``: what ZooKeeper holds.
-* ``produce(bootstrap, topic, values, acks)`` / ``consume(bootstrap, topic, p, n)``.
+* ``produce(bootstrap, topic, values, acks)`` / ``consume(bootstrap, topic, p, n)``, and
+  ``read_records(bootstrap, topic, partitions, n)`` with each record's partition and offset.
 * ``run_cli(*args)``: ``python -m tierlog ...`` as an operator runs it.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 
 import confluent_kafka
@@ -162,9 +163,16 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes], partition: int 
     assert producer.flush(60) == 0 and not failed, failed[:3]
 
 
-def consume(
-    bootstrap: str, topic: str, partition: int, expected: int, timeout_s: float = 60
-) -> list[bytes]:
+def read_records(
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int],
+    expected: int,
+    timeout_s: float = 60,
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of the records of ``partitions`` read from offset 0 by a
+    consumer of its own, in the order polled, until ``expected`` were read or ``timeout_s``
+    passed: the caller checks what it got."""
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -173,20 +181,26 @@ def consume(
             "auto.offset.reset": "earliest",
         }
     )
-    consumer.assign([confluent_kafka.TopicPartition(topic, partition, 0)])
-    got: list[bytes] = []
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+    got: list[tuple[int, int, bytes]] = []
     deadline = time.monotonic() + timeout_s
     try:
         while len(got) < expected and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None:
                 continue
-            value = msg.value()
-            assert value is not None
-            got.append(value)
+            partition, offset, value = msg.partition(), msg.offset(), msg.value()
+            assert partition is not None and offset is not None and value is not None
+            got.append((partition, offset, value))
     finally:
         consumer.close()
     return got
+
+
+def consume(
+    bootstrap: str, topic: str, partition: int, expected: int, timeout_s: float = 60
+) -> list[bytes]:
+    return [v for _, _, v in read_records(bootstrap, topic, [partition], expected, timeout_s)]
 
 
 def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
