@@ -192,9 +192,10 @@ class ReplicaManager:
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
         self._applied = asyncio.Event()
-        #: Set (and replaced) after each change of the view has been applied here.
-        self._view_applied = asyncio.Event()
         """Set, then replaced by a fresh one, whenever a partition state was applied."""
+        self._view_applied = asyncio.Event()
+        """Set, then replaced by a fresh one, after each change of the view was applied
+        (CreatePartitions waits on it for the new partitions' leaders)."""
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdBlock | None = None
         self._next_pid = 0
