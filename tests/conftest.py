@@ -8,13 +8,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.broker import BrokerProcess
+from tests.helpers.broker import HYPOTHESIS_DIR, BrokerProcess
+
+# inherited by every child a test starts (CLI runs, Spark workers, ZooKeeper's clients)
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(HYPOTHESIS_DIR))
 
 
 @pytest.fixture
