@@ -411,6 +411,63 @@ def test_leader_rules_on_the_wire(
     assert errors(follower.bootstrap, epoch)[:3] == (6, 6, 6)
 
 
+def test_a_diverged_follower_fetch_gets_the_diverging_epoch(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """L-8.4 on the wire (Fetch v12, truncation on fetch): a follower whose
+    ``last_fetched_epoch`` ends before its fetch offset gets no records and
+    ``diverging_epoch`` = (that epoch, where it ends here); one whose epoch the leader cannot
+    place gets OFFSET_OUT_OF_RANGE; one that has not diverged reads on."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+    from tierlog.protocol.errors import ErrorCode
+
+    state = _state(kazoo_client)
+    assert state is not None
+    epoch = state.leader_epoch
+    for value in (b"a", b"b", b"c"):
+        assert _produce(cluster[state.leader].bootstrap, -1, value) == 0
+    follower = next(r for r in state.isr if r != state.leader)
+
+    def fetch(last_fetched_epoch: int, offset: int) -> Any:
+        with WireConnection.to_bootstrap(cluster[state.leader].bootstrap) as conn:
+            r = conn.call(
+                ApiKey.FETCH,
+                12,
+                replica_id=follower,
+                max_wait=0,
+                min_bytes=1,
+                topics=[
+                    {
+                        "topic": TOPIC,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": epoch,
+                                "fetch_offset": offset,
+                                "last_fetched_epoch": last_fetched_epoch,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+                forgotten_topics_data=[],
+            )
+        return r.responses[0].partitions[0]
+
+    diverged = fetch(epoch, 10)
+    assert int(diverged.error_code) == 0 and not diverged.records
+    assert (int(diverged.diverging_epoch.epoch), int(diverged.diverging_epoch.end_offset)) == (
+        epoch,
+        3,
+    )
+    unknown = fetch(epoch + 1, 3)
+    assert int(unknown.error_code) == ErrorCode.OFFSET_OUT_OF_RANGE and not unknown.records
+    reads_on = fetch(epoch, 3)  # at its LEO: a fetch offset below would move its state back
+    assert int(reads_on.error_code) == 0
+    assert int(reads_on.diverging_epoch.epoch) == -1
+
+
 def test_not_leader_answer_names_the_current_leader(
     cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
 ) -> None:

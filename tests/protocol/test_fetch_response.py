@@ -45,3 +45,23 @@ def test_fetch_response_matches_kio_decoding(version: int) -> None:
     assert p1.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert [(a.producer_id, a.first_offset) for a in p1.aborted_transactions] == [(9, 4)]
     assert not p1.records
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+def test_diverging_epoch_is_tagged_field_zero(version: int) -> None:
+    """A diverged follower's partition carries ``diverging_epoch`` (tag 0, flexible versions)
+    as kio reads it; its neighbours keep the default (-1, -1)."""
+    diverged = FetchPartition(0, 0, 7, 7, 0, diverging_epoch=(2, 5))
+    records: list[bytes | memoryview] = [b"\x03" * 4]
+    plain = FetchPartition(1, 0, 9, 9, 0, None, -1, records, 4)
+    buffers, size = encode_fetch_response(
+        version, 1, [FetchTopic("t", uuid.uuid4(), [diverged, plain])]
+    )
+    wire = b"".join(bytes(b) for b in buffers)
+    assert len(wire) == size
+    _, body = decode_response(ApiKey.FETCH, version, wire[4:])
+    p0, p1 = body.responses[0].partitions
+    assert (p0.diverging_epoch.epoch, p0.diverging_epoch.end_offset) == (2, 5)
+    assert not p0.records
+    assert (p1.diverging_epoch.epoch, p1.diverging_epoch.end_offset) == (-1, -1)
+    assert p1.records == b"\x03" * 4

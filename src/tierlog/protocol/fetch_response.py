@@ -19,6 +19,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PART_FIXED = struct.Struct(">ihqq")  # partition, error, high watermark, last stable offset
 _ABORTED = struct.Struct(">qq")
+_EPOCH_END = struct.Struct(">iqB")  # epoch, end offset, its empty tagged fields
 
 Buffer = bytes | bytearray | memoryview
 
@@ -34,6 +35,9 @@ class FetchPartition:
     preferred_read_replica: int = -1
     records: Sequence[Buffer] = ()
     records_size: int = 0
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) for a follower whose log diverged from the leader's (KIP-595's
+    truncation on fetch, v12+): the tagged field 0, sent with no records."""
 
 
 @dataclass(slots=True)
@@ -99,6 +103,16 @@ def _encode_aborted(cur: bytearray, aborted: list[tuple[int, int]] | None, flexi
             cur += b"\0"
 
 
+def _encode_partition_tags(cur: bytearray, p: FetchPartition) -> None:
+    """A flexible partition's tagged fields: none, or the diverging epoch (tag 0)."""
+    if p.diverging_epoch is None:
+        cur += b"\0"
+        return
+    cur += b"\x01\x00"  # one field, tag 0
+    cur += _uvarint(_EPOCH_END.size)
+    cur += _EPOCH_END.pack(*p.diverging_epoch, 0)
+
+
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -141,7 +155,7 @@ def encode_fetch_response(
                 out.extend(p.records)
                 cur = bytearray()
             if flexible:
-                cur += b"\0"  # partition tagged fields
+                _encode_partition_tags(cur, p)
         if flexible:
             cur += b"\0"  # topic tagged fields
     if flexible:

@@ -1,14 +1,17 @@
 """A follower's fetcher: one task per (leader broker, fetcher id) on the event loop
 (Kafka's ``ReplicaFetcherThread``; spec/kafka-replication.md §4).
 
-Each partition the fetcher serves has a fetch state (F-3): **truncating** until
-OffsetForLeaderEpoch has found where its log and the leader's diverge (KIP-101/KIP-279,
-§4.3), then **fetching** from its LEO. Every new leader epoch re-adds the partition in
-truncating state (F-4, KAFKA-7164), so a follower never appends to a log that may have
-diverged. Each loop sends one OffsetForLeaderEpoch for the truncating partitions, then one
-Fetch (``replica_id`` = this broker, ``replica.fetch.*``) for the fetching ones. Answers are
-applied only if the partition is still there at the epoch and offset asked (F-5, checklist
-30). The leader's high watermark is applied clamped to the LEO (F-8, checklist 33).
+Each partition the fetcher serves has a fetch state (F-3). Every new leader epoch re-adds
+it (F-4, KAFKA-7164) **fetching** from its LEO when its log has a leader epoch, with that
+epoch as ``last_fetched_epoch``: the leader checks it against its own epochs before it sends
+anything, and a log that diverged gets ``diverging_epoch`` instead of records and truncates
+to it (truncation on fetch, Kafka 2.7+, §4.3), so a follower never appends to a log that
+may have diverged. A log without an epoch is **truncating**: it truncates to its high
+watermark (OffsetForLeaderEpoch answers, when one is asked, are applied the same way). Each
+loop handles the truncating partitions, then sends one Fetch (``replica_id`` = this
+broker, ``replica.fetch.*``) for the fetching ones. Answers are applied only if the
+partition is still there at the epoch and offset asked (F-5, checklist 30). The leader's
+high watermark is applied clamped to the LEO (F-8, checklist 33).
 
 OFFSET_MOVED_TO_TIERED_STORAGE (the leader holds our fetch offset only in the remote tier)
 puts the partition in a third state, **building auxiliary state**: its log restarts at the
@@ -132,7 +135,9 @@ class ReplicaFetcher:
         current = self.partitions.get((topic, index))
         if current is not None and current.leader_epoch == leader_epoch and not current.failed:
             return
-        self.partitions[(topic, index)] = FetchState(topic, index, plog, leader_epoch)
+        has_epoch = plog.leader_epoch_cache.latest_epoch() is not None
+        phase = Phase.FETCHING if has_epoch else Phase.TRUNCATING
+        self.partitions[(topic, index)] = FetchState(topic, index, plog, leader_epoch, phase)
         self._wake.set()
 
     def remove(self, key: tuple[str, int]) -> None:
@@ -228,7 +233,7 @@ class ReplicaFetcher:
         for s in states:
             latest = s.log.leader_epoch_cache.latest_epoch()
             if latest is None:
-                self._truncated(s, s.log.high_watermark, done=True)
+                self._truncated(s, s.log.high_watermark)
                 if self._empty(s) and self.settings.fetch_last_tiered_offset:
                     await self._start_after_last_tiered(conn, s)
                 continue
@@ -263,26 +268,32 @@ class ReplicaFetcher:
                 self._apply_epoch_answer(s, int(p.leader_epoch), int(p.end_offset))
 
     def _apply_epoch_answer(self, s: FetchState, leader_epoch: int, end_offset: int) -> None:
+        """Truncate to where the leader's ``(epoch, end offset)`` says our log diverges, from
+        an OffsetForLeaderEpoch answer or a Fetch's ``diverging_epoch`` (§4.3 step 4). When
+        we never held that epoch we truncate to our own end of the epoch below it; the next
+        Fetch carries the new ``last_fetched_epoch``, and the leader checks again."""
         plog = s.log
         leo = plog.log_end_offset
         if end_offset == -1:
-            self._truncated(s, plog.high_watermark, done=True)
+            self._truncated(s, plog.high_watermark)
             return
         if leader_epoch == UNDEFINED_EPOCH:
-            self._truncated(s, min(end_offset, leo), done=True)
+            self._truncated(s, min(end_offset, leo))
             return
         own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(leader_epoch, leo)
         if own_epoch == UNDEFINED_EPOCH:
-            self._truncated(s, min(end_offset, leo), done=True)
+            self._truncated(s, min(end_offset, leo))
         elif own_epoch != leader_epoch:
-            self._truncated(s, min(own_end, leo), done=False)
+            self._truncated(s, min(own_end, leo))
         else:
-            self._truncated(s, min(own_end, end_offset, leo), done=True)
+            self._truncated(s, min(own_end, end_offset, leo))
 
-    def _truncated(self, s: FetchState, offset: int, *, done: bool) -> None:
+    @staticmethod
+    def _truncated(s: FetchState, offset: int) -> None:
+        """Truncation on fetch: the state is fetching afterwards even when the leader's
+        answer was for an epoch we never held (Kafka with ``isTruncationOnFetchSupported``)."""
         s.log.truncate_to(offset)
-        if done:
-            s.phase = Phase.FETCHING
+        s.phase = Phase.FETCHING
 
     # ---- fetching (§4.2) -----------------------------------------------------------------
     async def _fetch(self, conn: BrokerConnection, states: list[FetchState]) -> None:
@@ -291,13 +302,14 @@ class ReplicaFetcher:
         topics: dict[str, list[dict[str, Any]]] = {}
         for s in states:
             offset = s.log.log_end_offset
+            last_fetched = s.log.leader_epoch_cache.latest_epoch()
             asked[s.key] = (s, s.leader_epoch, offset)
             topics.setdefault(s.topic, []).append(
                 {
                     "partition": s.index,
                     "current_leader_epoch": s.leader_epoch,
                     "fetch_offset": offset,
-                    "last_fetched_epoch": -1,
+                    "last_fetched_epoch": -1 if last_fetched is None else last_fetched,
                     "log_start_offset": s.log.log_start_offset,
                     "partition_max_bytes": cfg.partition_max_bytes,
                 }
@@ -328,7 +340,12 @@ class ReplicaFetcher:
                 if not self._current(s, epoch) or s.log.log_end_offset != offset:
                     continue
                 code = int(p.error_code)
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                diverging = p.diverging_epoch
+                if code == 0 and (diverging.epoch != -1 or diverging.end_offset != -1):
+                    # no append and no HW from this answer (Kafka's
+                    # testTruncateOnFetchDoesNotProcessPartitionData)
+                    self._apply_epoch_answer(s, int(diverging.epoch), int(diverging.end_offset))
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._reset_out_of_range(conn, s, epoch)
                 elif code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
                     await self._build_aux_state(conn, s, epoch, int(p.log_start_offset))

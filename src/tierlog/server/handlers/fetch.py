@@ -30,7 +30,9 @@ Cluster mode (``state.replication``): only the leader answers (NOT_LEADER_OR_FOL
 elsewhere), ``current_leader_epoch`` is checked against the partition's epoch, a follower
 reads up to the LEO instead of the high watermark, and after the read the leader records
 each follower's fetch offset (its LEO), which moves the ISR and the high watermark
-(``ReplicaManager.on_follower_fetch``).
+(``ReplicaManager.on_follower_fetch``). A follower that sends ``last_fetched_epoch`` is
+checked first: one whose log diverged from ours gets no records but ``diverging_epoch``
+(truncation on fetch, KIP-595), and its fetch offset is not recorded.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ class PartitionFetch:
     error: ErrorCode | None
     offset: int
     max_bytes: int
+    last_fetched_epoch: int = -1
+    """A follower's (v12+): the epoch of its last fetched batch, -1 for none or a consumer."""
+    current_leader_epoch: int = -1
 
 
 class FetchPath(enum.Enum):
@@ -156,6 +161,7 @@ def _resolve(state: BrokerState, topics: Sequence[Any], version: int) -> _Plan:
             idx = int(p.partition)
             err: ErrorCode | None = None
             plog = None
+            epoch = int(getattr(p, "current_leader_epoch", -1))
             if info is None:
                 err = missing
             else:
@@ -163,11 +169,18 @@ def _resolve(state: BrokerState, topics: Sequence[Any], version: int) -> _Plan:
                 if plog is None:
                     err = no_log_error(state, name, idx)
                 else:
-                    epoch = int(getattr(p, "current_leader_epoch", -1))
                     err = partition_error(state, name, idx, epoch)
                     plan.keys.append((name, idx))
             parts.append(
-                PartitionFetch(idx, plog, err, int(p.fetch_offset), int(p.partition_max_bytes))
+                PartitionFetch(
+                    idx,
+                    plog,
+                    err,
+                    int(p.fetch_offset),
+                    int(p.partition_max_bytes),
+                    int(getattr(p, "last_fetched_epoch", -1)),
+                    epoch,
+                )
             )
         plan.topics.append((name, tid, parts))
     return plan
@@ -230,6 +243,22 @@ class _ReadPass:
             self._read_hot(fp, plog, part.offset, limit)
         return fp, plog
 
+    def diverged(
+        self, part: PartitionFetch, plog: PartitionLog, answer: tuple[int, int] | ErrorCode
+    ) -> FetchPartition:
+        """A follower whose log diverged from ours (L-8.4): no records, and either the
+        ``(epoch, end offset)`` it truncates to or OFFSET_OUT_OF_RANGE. Either is answered at
+        once, as Kafka's ``hasDivergingEpoch`` does, never held for ``min_bytes``."""
+        self.any_error = True
+        fp = FetchPartition(
+            part.index, 0, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
+        )
+        if isinstance(answer, ErrorCode):
+            fp.error_code = int(answer)
+        else:
+            fp.diverging_epoch = answer
+        return fp
+
     def _read_hot(self, fp: FetchPartition, plog: PartitionLog, offset: int, limit: int) -> None:
         upper: Literal["hw", "lso", "leo"] = "lso" if self.read_committed else "hw"
         if self.follower and plog.replicated:
@@ -270,6 +299,10 @@ async def _read_all(
     for name, tid, parts in plan.topics:
         ft = FetchTopic(name, tid)
         for part in parts:
+            divergence = _divergence(state, name, part) if follower else None
+            if divergence is not None and part.log is not None:
+                ft.partitions.append(reading.diverged(part, part.log, divergence))
+                continue
             fp, plog = reading.partition(part, remote)
             ft.partitions.append(fp)
             if plog is not None:
@@ -287,6 +320,36 @@ async def _read_all(
         fp.last_stable_offset = plog.last_stable_offset
         fp.log_start_offset = plog.log_start_offset
     return topics, reading.total, reading.any_error, remote_data
+
+
+async def _await_new_epochs(state: BrokerState, plan: _Plan) -> bool:
+    """A follower that read its new leader's state before the leader did fetches with an
+    epoch the leader does not know yet: wait for it (``wait_for_leader_epoch``, as
+    OffsetForLeaderEpoch does) rather than answer UNKNOWN_LEADER_EPOCH, which costs the
+    follower ``replica.fetch.backoff.ms`` and every acks=all produce that long. True if
+    any partition waited (the plan is resolved again)."""
+    repl = state.replication
+    if repl is None:
+        return False
+    waited = False
+    for name, _, parts in plan.topics:
+        for part in parts:
+            if part.error == ErrorCode.UNKNOWN_LEADER_EPOCH:
+                await repl.wait_for_leader_epoch(name, part.index, part.current_leader_epoch)
+                waited = True
+    return waited
+
+
+def _divergence(
+    state: BrokerState, topic: str, part: PartitionFetch
+) -> tuple[int, int] | ErrorCode | None:
+    """Whether a follower may read on at its fetch offset (None), checked before its read as
+    Kafka checks ``lastFetchedEpoch`` (``validateFetchOffsetAndMaybeGetDivergingEpoch``)."""
+    repl = state.replication
+    if repl is None or part.last_fetched_epoch < 0 or part.error is not None:
+        return None
+    p = repl.partition(topic, part.index)
+    return None if p is None else p.diverging_epoch(part.last_fetched_epoch, part.offset)
 
 
 async def _read_remote(
@@ -350,7 +413,7 @@ def _record_follower_fetch(
     for (name, _, parts), ft in zip(plan.topics, topics, strict=True):
         for part, fp in zip(parts, ft.partitions, strict=True):
             leo = leos.get((name, part.index))
-            if leo is not None and fp.error_code == 0:
+            if leo is not None and fp.error_code == 0 and fp.diverging_epoch is None:
                 repl.on_follower_fetch(name, part.index, replica_id, part.offset, leo)
 
 
@@ -387,8 +450,10 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     min_bytes = int(body.min_bytes)
     max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), state.config.fetch_max_bytes)
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
-    plan = _resolve(state, ctx.topics, version)
     deadline = time.monotonic() + max_wait_s
+    plan = _resolve(state, ctx.topics, version)
+    if follower and await _await_new_epochs(state, plan):
+        plan = _resolve(state, ctx.topics, version)
     while True:
         leos = _leader_leos(state, plan) if follower else {}
         topics, total, any_error, remote_data = await _read_all(
