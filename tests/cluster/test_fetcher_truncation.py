@@ -59,57 +59,36 @@ def _append_epochs(plog: PartitionLog, epochs: list[int]) -> None:
         plog.append_as_leader(build_batch([SimpleRecord(b"x", None)]), e)
 
 
-def test_three_round_truncation(logs: tuple[PartitionLog, PartitionLog]) -> None:
-    """AbstractFetcherThreadTest.testTruncation: follower epochs 0,2,4 at offsets 0,1,2;
-    leader 1,3,5: truncate to 2, then 1, then 0."""
-    follower, leader = logs
-    _append_epochs(follower, [0, 2, 4])
-    _append_epochs(leader, [1, 3, 5])
-    assert _truncate_on_fetch(follower, leader) == 3
-    assert follower.log_end_offset == 0
-
-
-def test_diverging_epochs(logs: tuple[PartitionLog, PartitionLog]) -> None:
-    """AbstractFetcherThreadTest.testDivergingEpochs: follower 0,2,4, leader 0,2,5: the fetch
-    at (3, epoch 4) is answered (2, 2), the follower truncates to 2 and reads on."""
-    follower, leader = logs
-    _append_epochs(follower, [0, 2, 4])
-    _append_epochs(leader, [0, 2, 5])
-    assert _truncate_on_fetch(follower, leader) == 1
-    assert follower.log_end_offset == 2
-
-
-def test_common_prefix_is_kept(logs: tuple[PartitionLog, PartitionLog]) -> None:
-    """Follower 0,0,2,2 (a zombie leader of epoch 2); leader 0,0,3,3,3: the epoch-0 prefix
-    stays, the epoch-2 records go."""
-    follower, leader = logs
-    _append_epochs(follower, [0, 0, 2, 2])
-    _append_epochs(leader, [0, 0, 3, 3, 3])
-    assert _truncate_on_fetch(follower, leader) == 1
-    assert follower.log_end_offset == 2
-    assert [e.epoch for e in follower.leader_epoch_cache.entries()] == [0]
-
-
-def test_a_follower_behind_in_the_same_epoch_keeps_everything(
+@pytest.mark.parametrize(
+    ("follower_epochs", "leader_epochs", "rounds", "kept"),
+    [
+        # AbstractFetcherThreadTest.testTruncation: truncate to 2, then 1, then 0
+        pytest.param([0, 2, 4], [1, 3, 5], 3, [], id="kafka-testTruncation"),
+        # AbstractFetcherThreadTest.testDivergingEpochs: (3, epoch 4) answered (2, 2)
+        pytest.param([0, 2, 4], [0, 2, 5], 1, [0, 2], id="kafka-testDivergingEpochs"),
+        # a zombie leader of epoch 2: the epoch-0 prefix stays, the epoch-2 records go
+        pytest.param([0, 0, 2, 2], [0, 0, 3, 3, 3], 1, [0, 0], id="common-prefix-kept"),
+        pytest.param([0, 1], [0, 1, 1, 1, 1], 0, [0, 1], id="behind-in-the-same-epoch"),
+        # after an unclean election the new leader can be behind in the epoch they share:
+        # truncate to its end (no OFFSET_OUT_OF_RANGE reset)
+        pytest.param([0, 0, 0, 0], [0, 0], 1, [0, 0], id="past-the-leaders-end"),
+    ],
+)
+def test_truncation_on_fetch_keeps_the_common_prefix(
     logs: tuple[PartitionLog, PartitionLog],
+    follower_epochs: list[int],
+    leader_epochs: list[int],
+    rounds: int,
+    kept: list[int],
 ) -> None:
+    """The follower truncates on as many diverging answers as Kafka's examples take, and
+    keeps exactly the records (by epoch) its log shares with the leader's."""
     follower, leader = logs
-    _append_epochs(follower, [0, 1])
-    _append_epochs(leader, [0, 1, 1, 1, 1])
-    assert _truncate_on_fetch(follower, leader) == 0
-    assert follower.log_end_offset == 2
-
-
-def test_a_follower_past_the_leaders_end_truncates_to_it(
-    logs: tuple[PartitionLog, PartitionLog],
-) -> None:
-    """After an unclean election the new leader can be behind the follower in the epoch
-    they share: the follower truncates to the leader's end (no OFFSET_OUT_OF_RANGE reset)."""
-    follower, leader = logs
-    _append_epochs(follower, [0, 0, 0, 0])
-    _append_epochs(leader, [0, 0])
-    assert _truncate_on_fetch(follower, leader) == 1
-    assert follower.log_end_offset == 2
+    _append_epochs(follower, follower_epochs)
+    _append_epochs(leader, leader_epochs)
+    assert _truncate_on_fetch(follower, leader) == rounds
+    assert follower.log_end_offset == len(kept)
+    assert [e.epoch for e in follower.leader_epoch_cache.entries()] == sorted(set(kept))
 
 
 def test_a_log_without_an_epoch_starts_truncating_to_its_high_watermark(
