@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,29 @@ from tests.helpers.broker import HYPOTHESIS_DIR, BrokerProcess
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(HYPOTHESIS_DIR))
 
 
+#: Lines of each broker's log printed when a test that started it fails.
+FAILURE_LOG_LINES = 80
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the item, so a fixture's teardown knows the test failed."""
+    report = yield
+    setattr(item, f"_report_{report.when}", report)
+    return report
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "_report_call", None)
+    return report is not None and report.failed
+
+
 @pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+def broker_factory(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., BrokerProcess]]:
+    """Brokers for one test; when the test fails, the tail of each one's log goes to the
+    report, because a failure seen only in CI can then be read without a rerun."""
     made: list[BrokerProcess] = []
 
     def make(
@@ -37,6 +59,11 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield make
     for b in made:
         b.close()
+    if _failed(request):
+        for i, b in enumerate(made):
+            tail = b.stderr.splitlines()[-FAILURE_LOG_LINES:]
+            print(f"----- broker{i} log (last {len(tail)} lines) -----", file=sys.stderr)
+            print("\n".join(tail), file=sys.stderr)
 
 
 @pytest.fixture

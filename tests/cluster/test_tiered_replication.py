@@ -135,9 +135,15 @@ class Cluster:
 
 def _metadata_values(cluster: Cluster) -> list[bytes]:
     """Every record value of ``__remote_log_metadata``, read as a client from every metadata
-    partition's leader, partition by partition in offset order."""
+    partition's leader, partition by partition in offset order. Nothing is committed: with a
+    broker stopped the offsets topic may not exist yet (it wants three live brokers), and
+    closing a consumer that commits then waits for a coordinator until librdkafka gives up."""
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": cluster.bootstrap(), "group.id": "metadata-reader"}
+        {
+            "bootstrap.servers": cluster.bootstrap(),
+            "group.id": "metadata-reader",
+            "enable.auto.commit": False,
+        }
     )
     try:
         ends = {}
