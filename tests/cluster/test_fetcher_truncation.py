@@ -50,6 +50,7 @@ def _truncate_on_fetch(follower: PartitionLog, leader: PartitionLog) -> int:
             return rounds
         assert isinstance(answer, tuple), answer
         rounds += 1
+        assert rounds <= 10, f"the leader keeps answering {answer}: the follower never reads"
         fetcher._apply_epoch_answer(s, *answer)
         assert s.phase is Phase.FETCHING
 
@@ -89,6 +90,22 @@ def test_truncation_on_fetch_keeps_the_common_prefix(
     assert _truncate_on_fetch(follower, leader) == rounds
     assert follower.log_end_offset == len(kept)
     assert [e.epoch for e in follower.leader_epoch_cache.entries()] == sorted(set(kept))
+
+
+def test_an_epoch_led_without_records_is_dropped_and_the_follower_reads_on(
+    logs: tuple[PartitionLog, PartitionLog],
+) -> None:
+    """Kafka's ``truncateTo`` case: the follower led epoch 1 and was replaced before it
+    appended anything, so its cache ends with (1, LEO) that the new leader never saw. The
+    divergence is at its LEO; truncating there must still drop that entry, or every later
+    Fetch carries epoch 1 and gets the same answer (the follower never rejoins the ISR)."""
+    follower, leader = logs
+    _append_epochs(follower, [0, 0])
+    follower.leader_epoch_cache.assign(1, follower.log_end_offset)
+    _append_epochs(leader, [0, 0, 2, 2])
+    assert _truncate_on_fetch(follower, leader) == 1
+    assert follower.log_end_offset == 2
+    assert [e.epoch for e in follower.leader_epoch_cache.entries()] == [0]
 
 
 def test_a_log_without_an_epoch_starts_truncating_to_its_high_watermark(

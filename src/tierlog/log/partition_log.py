@@ -720,9 +720,16 @@ class PartitionLog:
         """Remove every record at or above ``offset`` (a follower's divergence point):
         segments, index entries, epoch-cache entries and producer state (rebuilt) follow.
         A batch holding ``offset`` goes whole, as in Kafka. Below the local log start the
-        log restarts empty at ``offset``. Returns False when nothing was removed."""
+        log restarts empty at ``offset``. Returns False when no record was removed.
+
+        The epoch cache is truncated at the LEO even then: a broker that led an epoch and
+        appended nothing in it holds an entry starting at its LEO that the new leader never
+        saw. Kept, it is the ``last_fetched_epoch`` of every Fetch, and the leader answers
+        each one with the same diverging epoch (Kafka's ``UnifiedLog.truncateTo`` does
+        the same)."""
         with self._lock:
             if offset >= self.log_end_offset:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
             if offset <= self._segments[0].base_offset:
