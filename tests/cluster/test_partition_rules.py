@@ -107,26 +107,6 @@ def test_a_caught_up_follower_outside_the_isr_holds_the_high_watermark(
     assert _advance(p, 1_000 + LAG_MS + 1) and p.log.high_watermark == leo, "fell behind"
 
 
-def test_a_follower_back_in_a_new_life_holds_nothing_until_it_fetches(
-    partition: Partition,
-) -> None:
-    """KIP-903: a broker that restarts (or leaves) loses what its old life's fetches told the
-    leader, so a follower outside the ISR that was caught up just before it stopped does not
-    hold the HW at its old LEO while it starts again; ISR members keep theirs."""
-    p = partition
-    _lead(p, 0, (1, 2))
-    leo = _append(p, 10)
-    p.record_follower_fetch(2, 4, 0, leo, 1_000)
-    p.record_follower_fetch(3, 6, 0, 6, 1_000)
-    assert _advance(p) and p.log.high_watermark == 4
-    p.forget_followers({2, 3})
-    p.record_follower_fetch(2, leo, 0, leo, 1_000)
-    assert _advance(p) and p.log.high_watermark == leo, "3's old LEO no longer counts"
-    assert p.followers[3].leo == -1 and p.followers[3].last_caught_up_ms == 0
-    assert p.followers[2].leo == leo, "an ISR member keeps its state"
-    assert p.isr_to_expand(3, {1, 2, 3}) is None, "not caught up until it fetches again"
-
-
 def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
     """KAFKA-15583: with the committed ISR below min.insync.replicas nothing is committed;
     acks=all is refused before the append."""

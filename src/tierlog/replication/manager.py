@@ -191,8 +191,6 @@ class ReplicaManager:
         self._stopping = False
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
-        self._broker_epochs: dict[int, int] = {}
-        """The live brokers' epochs as last seen, to tell a broker's new life from its old."""
         self._applied = asyncio.Event()
         """Set, then replaced by a fresh one, whenever a partition state was applied."""
         self._view_applied = asyncio.Event()
@@ -265,7 +263,6 @@ class ReplicaManager:
         view = node.view
         assert view is not None
         view.add_listener(self._on_view_change)
-        self._broker_epochs = {b: live.broker_epoch for b, live in view.brokers().items()}
         for info in self.topics.all():
             assignment = view.topics().get(info.name)
             if self.manages(info.name) and (
@@ -587,12 +584,8 @@ class ReplicaManager:
             if view is not None:
                 self.topic_configs.sync(change.topic, view)
         elif isinstance(change, BrokersChanged):
-            epochs = {b: live.broker_epoch for b, live in change.brokers.items()}
-            changed = {b for b, e in self._broker_epochs.items() if epochs.get(b) != e}
-            self._broker_epochs = epochs
             for p in self.partitions.values():
                 if p.is_leader:
-                    p.forget_followers(changed)
                     self._maybe_advance(p)
 
     def _delete_local(self, topic: str) -> None:

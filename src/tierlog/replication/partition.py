@@ -233,16 +233,6 @@ class Partition:
             return
         fs.update(fetch_offset, log_start, leader_leo, now_ms)
 
-    def forget_followers(self, brokers: Collection[int]) -> None:
-        """The brokers left the cluster or came back in a new life (a new broker epoch): what
-        this leader knew of their fetches outside the ISR no longer says anything about them,
-        so they neither hold the HW nor count as caught up until they fetch again (Kafka's
-        KIP-903, where a replica whose broker epoch is stale is not ISR-eligible). ISR
-        members keep their state: the controller removes them."""
-        for r in brokers:
-            if r in self.followers and r not in self.maximal_isr:
-                self.followers[r] = FollowerState()
-
     def maybe_advance_high_watermark(
         self, now_ms: int, lag_ms: int, eligible: Collection[int]
     ) -> bool:
