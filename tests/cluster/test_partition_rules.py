@@ -35,12 +35,6 @@ def _append(p: Partition, n: int = 1) -> int:
     return p.log.append_as_leader(batch, p.leader_epoch).last_offset + 1
 
 
-def _advance(
-    p: Partition, now_ms: int = 1_000, live: frozenset[int] = frozenset({1, 2, 3})
-) -> bool:
-    return p.maybe_advance_high_watermark(now_ms, LAG_MS, live)
-
-
 def _lead(p: Partition, epoch: int, isr: tuple[int, ...], version: int = 0) -> bool:
     return p.apply_state(PartitionState(1, epoch, isr, 1), version, (1, 2, 3), 1_000)
 
@@ -77,34 +71,16 @@ def test_high_watermark_is_min_leo_over_the_isr(partition: Partition) -> None:
     p = partition
     _lead(p, 0, (1, 2, 3))
     leo = _append(p, 10)
-    assert not _advance(p), "followers' LEOs are unknown"
+    assert not p.maybe_advance_high_watermark(), "followers' LEOs are unknown"
     p.record_follower_fetch(2, 10, 0, leo, 1_000)
-    assert not _advance(p)
+    assert not p.maybe_advance_high_watermark()
     p.record_follower_fetch(3, 4, 0, leo, 1_000)
-    assert _advance(p) and p.log.high_watermark == 4
+    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 4
     assert p.produce_outcome(4) is ErrorCode.NONE
     assert p.produce_outcome(10) is None, "acks=all keeps waiting"
     p.record_follower_fetch(3, 10, 0, leo, 1_000)
-    assert _advance(p) and p.log.high_watermark == 10
-    assert not _advance(p)
-
-
-def test_a_caught_up_follower_outside_the_isr_holds_the_high_watermark(
-    partition: Partition,
-) -> None:
-    """L-11 (Kafka's ``shouldWaitForReplicaToJoinIsr``): a follower outside the ISR that is
-    caught up and eligible holds the HW at its LEO, so it does not fall below it while its
-    way into the ISR is delayed; one that is not live, or fell behind longer than the lag,
-    does not."""
-    p = partition
-    _lead(p, 0, (1, 2))
-    leo = _append(p, 10)
-    p.record_follower_fetch(2, leo, 0, leo, 1_000)
-    p.record_follower_fetch(3, 6, 0, 6, 1_000)  # reached the LEO it saw: caught up at 1_000
-    assert _advance(p, live=frozenset({1, 2})) and p.log.high_watermark == leo, "not live"
-    p.log.set_high_watermark(0)
-    assert _advance(p) and p.log.high_watermark == 6, "eligible and caught up: waited for"
-    assert _advance(p, 1_000 + LAG_MS + 1) and p.log.high_watermark == leo, "fell behind"
+    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 10
+    assert not p.maybe_advance_high_watermark()
 
 
 def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
@@ -115,7 +91,7 @@ def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
     _append(p, 2)
     assert p.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.check_produce(1) is None
-    assert not _advance(p) and p.log.high_watermark == 0
+    assert not p.maybe_advance_high_watermark() and p.log.high_watermark == 0
 
 
 def test_isr_shrinks_after_the_lag_and_expands_from_the_epoch_start(
@@ -129,7 +105,7 @@ def test_isr_shrinks_after_the_lag_and_expands_from_the_epoch_start(
     assert p.isr_to_shrink(1_000 + LAG_MS, LAG_MS) is None
     assert p.isr_to_shrink(1_000 + LAG_MS + 1, LAG_MS) == (1, 2)
     p.isr_written((1, 2), 1)
-    _advance(p, 1_000 + LAG_MS + 1)
+    p.maybe_advance_high_watermark()
     assert p.log.high_watermark == leo
     assert p.isr_to_expand(3, {1, 2, 3}) is None, "LEO below the HW"
     p.record_follower_fetch(3, leo, 0, leo, 2_000)

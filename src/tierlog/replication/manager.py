@@ -838,7 +838,7 @@ class ReplicaManager:
 
     # ---- leader: HW, ISR, waiters --------------------------------------------------------
     def _maybe_advance(self, p: Partition) -> None:
-        if p.maybe_advance_high_watermark(_now_ms(), self.lag_ms, self._isr_candidates()):
+        if p.maybe_advance_high_watermark():
             self._wake(p.key)
         self._check_produces(p)
 

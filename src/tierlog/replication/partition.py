@@ -38,7 +38,6 @@ What holds:
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 
 from tierlog.cluster.znodes import NO_LEADER, PartitionState
@@ -233,31 +232,18 @@ class Partition:
             return
         fs.update(fetch_offset, log_start, leader_leo, now_ms)
 
-    def maybe_advance_high_watermark(
-        self, now_ms: int, lag_ms: int, eligible: Collection[int]
-    ) -> bool:
-        """L-11: True if the HW moved up.
-
-        The HW waits for every member of the maximal ISR, and also for a follower outside
-        it that is caught up (L-13) and ``eligible`` (live, not shutting down): one whose
-        way into the ISR is only delayed (another ISR change in flight, its LEO short of
-        this epoch's start) would otherwise fall below the HW and have to catch up again
-        before it may join (Kafka's ``shouldWaitForReplicaToJoinIsr``)."""
+    def maybe_advance_high_watermark(self) -> bool:
+        """L-11: True if the HW moved up."""
         if not self.is_leader or len(self.isr) < self.effective_min_isr:
             return False
-        leo = self.log.log_end_offset
-        candidate = leo
-        maximal = self.maximal_isr
-        for r, fs in self.followers.items():
-            if r in maximal:
-                if fs.leo == UNKNOWN_OFFSET:
-                    return False
-                candidate = min(candidate, fs.leo)
-            elif fs.leo != UNKNOWN_OFFSET and r in eligible and fs.caught_up(leo, now_ms, lag_ms):
-                candidate = min(candidate, fs.leo)
-        for r in maximal:
-            if r != self.broker_id and r not in self.followers:
+        candidate = self.log.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.broker_id:
+                continue
+            fs = self.followers.get(r)
+            if fs is None or fs.leo == UNKNOWN_OFFSET:
                 return False
+            candidate = min(candidate, fs.leo)
         if self.log.replicated and candidate <= self.log.high_watermark:
             return False
         self.log.set_high_watermark(candidate)
