@@ -226,3 +226,21 @@ def test_a_failed_remote_delete_still_stops_the_partition_and_reports_the_error(
         assert st.rlm.tasks_of(st.tp) == {}
     finally:
         st.close()
+
+
+def test_deleting_after_a_plain_stop_still_deletes_the_remote_data(tmp_path: Path) -> None:
+    """A topic's deletion races its replica's own stop: the stop can release the partition
+    and its metadata in the RLMM first. The deletion still finds the segments (the metadata
+    is loaded again for it) and deletes them, instead of failing and leaving them behind."""
+    st = uploaded(tmp_path)
+    try:
+        before = st.remote()
+        assert before
+        st.rlm.stop_partitions([StopPartition(st.log)])
+        wait_until(lambda: not st.rlmm.is_ready(TIP), "the metadata released")
+        st.rlm.stop_partitions([StopPartition(st.log, delete_remote_log=True)])
+        deleted = sorted(e.start_offset for e in st.rsm.events(DELETE) if not e.failed)
+        assert deleted == [s.start_offset for s in before]
+        wait_until(lambda: not st.rlmm.is_ready(TIP), "the metadata released after the deletion")
+    finally:
+        st.close()

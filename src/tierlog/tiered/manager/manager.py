@@ -40,7 +40,9 @@ from tierlog.tiered.api import (
     RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
+    RemoteResourceNotFoundException,
     RemoteStorageManager,
+    ReplicaNotAvailableException,
     TopicIdPartition,
 )
 from tierlog.tiered.manager.aux_state import SegmentAuxState, read_segment_aux_state
@@ -71,6 +73,10 @@ from tierlog.tiered.manager.task_context import TaskContext, metric_labels
 __all__ = ["RemoteFetchRequest", "RemoteFetchResult", "RemoteLogManager", "StopPartition"]
 
 log = logging.getLogger(__name__)
+
+#: How long deleting an untracked partition's remote data waits for its metadata to load
+#: again in the RLMM (a replay of one metadata partition; the topic deletion waits for it).
+UNTRACKED_DELETE_WAIT_S = 30.0
 
 _S = RemoteLogSegmentState
 
@@ -367,7 +373,10 @@ class RemoteLogManager:
                     tip = TopicIdPartition(stop.log.topic_id, *stop.log.tp)
                 if stop.delete_remote_log and tip is not None:
                     try:
-                        self.delete_remote_partition(tip, stop.partition_deleted)
+                        if p is None:
+                            self._delete_untracked(tip, stop.partition_deleted)
+                        else:
+                            self.delete_remote_partition(tip, stop.partition_deleted)
                     except Exception as e:
                         log.warning("%s: deleting the remote log failed: %s", tip, e)
                         errors.append(e)
@@ -376,6 +385,25 @@ class RemoteLogManager:
                 self.rlmm.on_stop_partitions(stopped)
         if errors:
             raise errors[0]
+
+    def _delete_untracked(self, tip: TopicIdPartition, partition_deleted: bool) -> None:
+        """Delete the remote data of a partition this manager no longer tracks: another stop
+        (the replica stopping as its topic goes) can pop it and release its metadata in the
+        RLMM just before the deletion. The metadata is assigned again for the deletion and
+        released after it, so the remote data is not left behind."""
+        self.rlmm.on_partition_leadership_changes({tip}, set())
+        try:
+            deadline = time.monotonic() + UNTRACKED_DELETE_WAIT_S
+            while True:
+                try:
+                    self.delete_remote_partition(tip, partition_deleted)
+                    return
+                except (RemoteResourceNotFoundException, ReplicaNotAvailableException):
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
+        finally:
+            self.rlmm.on_stop_partitions({tip})
 
     def disable_remote(self, lg: PartitionLog) -> None:
         """``remote.storage.enable`` turned off with ``remote.log.delete.on.disable=true``:
