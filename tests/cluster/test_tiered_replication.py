@@ -451,6 +451,9 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
     _create_topic(cluster, [1, 3, 2])
     b3 = cluster.brokers[3]
     b3.kill()
+    # the kill may land before broker 3 wrote the new partition's partition.metadata; make
+    # that the case every run: the restarted replica must take its topic id again
+    (b3.log_dir / f"{TOPIC}-0" / "partition.metadata").unlink(missing_ok=True)
     producing = Producing(cluster.bootstrap())
     producing.send(4 * N + 2)
     start = wait_until(lambda: _tiered_below_active(cluster, (1, 2)), 60, what="history tiered")

@@ -8,9 +8,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
-from tests.log.log_helpers import TP, ManagerFactory, batch, new_log
+import pytest
+
+from tests.log.log_helpers import TOPIC_ID, TP, ManagerFactory, batch, new_log
 from tierlog.log import LogConfig, PartitionLog
 from tierlog.log.checkpoint import read_epoch_checkpoint
 from tierlog.log.leader_epoch import EpochEntry
@@ -287,3 +290,31 @@ def test_delete_records_writes_the_epoch_checkpoint_and_defers_its_fsync(
     again = make_manager().get_log(TP)
     assert again is not None and again.log_start_offset == 4
     assert again.leader_epoch_cache.entries() == [(1, 4)]
+
+
+def test_a_log_that_lost_its_partition_metadata_takes_its_topic_id_when_opened(
+    make_manager: ManagerFactory,
+) -> None:
+    """A kill between a partition directory's creation and its ``partition.metadata`` leaves
+    a log with no topic id; opening it for its topic (a hosted replica, a restart) writes the
+    id again, so tiered storage can name the partition."""
+    mgr = make_manager()
+    part = new_log(mgr)
+    write_batches(part, 2)
+    crash(mgr.all_logs())
+    (part.dir / "partition.metadata").unlink()
+    mgr2 = make_manager()
+    loaded = mgr2.get_log(TP)
+    assert loaded is not None and loaded.topic_id is None
+    assert mgr2.create_log(TP, TOPIC_ID) is loaded
+    assert loaded.topic_id == TOPIC_ID
+    assert make_manager().topic_id_of(TP) == TOPIC_ID
+
+
+def test_a_log_with_another_topic_id_is_not_given_a_new_one(make_manager: ManagerFactory) -> None:
+    mgr = make_manager()
+    part = new_log(mgr)
+    other = uuid.UUID(int=7)
+    with pytest.raises(ValueError, match="has topic id"):
+        mgr.create_log(TP, other)
+    assert part.topic_id == TOPIC_ID

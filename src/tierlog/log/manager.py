@@ -155,10 +155,7 @@ class LogManager:
             self._topic_configs[tp.topic] = cfg
             existing = self._logs.get(tp)
             if existing is not None:
-                if existing.topic_id is not None and existing.topic_id != topic_id:
-                    raise ValueError(
-                        f"{tp} exists with topic id {existing.topic_id}, not {topic_id}"
-                    )
+                existing.assign_topic_id(topic_id)
                 return existing
             counts = {d: 0 for d in self.log_dirs}
             for d in self._log_dir_of.values():

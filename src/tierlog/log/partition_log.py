@@ -204,6 +204,21 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(directory)
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
 
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Give a log without a topic id the one its topic has (Kafka's ``assignTopicId``).
+
+        A broker killed after a partition's directory was created and before its
+        ``partition.metadata`` landed opens that log without an id at its next start, and
+        tiered storage cannot name a partition without one. A log that has another id
+        belongs to a different incarnation of the topic: that is refused."""
+        with self._lock:
+            if self.topic_id == topic_id:
+                return
+            if self.topic_id is not None:
+                raise ValueError(f"{self.tp} has topic id {self.topic_id}, not {topic_id}")
+            write_partition_metadata(self.dir / PARTITION_METADATA, topic_id)
+            self.topic_id = topic_id
+
     # -- properties ----------------------------------------------------------------------
 
     @property

@@ -121,14 +121,20 @@ class TopicManager:
         Missing partition logs are created (a crash between saving the topic and creating its
         logs), except in cluster mode, where the replication layer opens the hosted ones.
         Partition directories of topics we have no record of are adopted with their stored
-        topic id and default configs rather than ignored, so data is never orphaned.
+        topic id and default configs rather than ignored, so data is never orphaned. A log
+        found without its ``partition.metadata`` (a crash right after its directory was made)
+        takes its topic's id.
         """
         for info in self._topics.values():
             cfg = self.log_config(info)
             for p in range(info.partitions):
                 tp = TopicPartition(info.name, p)
-                if not self.hosted_logs_only and self._logs.get_log(tp) is None:
-                    self._logs.create_log(tp, info.topic_id, cfg)
+                plog = self._logs.get_log(tp)
+                if plog is None:
+                    if not self.hosted_logs_only:
+                        self._logs.create_log(tp, info.topic_id, cfg)
+                elif plog.topic_id is None:
+                    plog.assign_topic_id(info.topic_id)
             self._logs.update_config(info.name, cfg)
         orphans: dict[str, int] = {}
         for plog in self._logs.all_logs():
@@ -142,8 +148,12 @@ class TopicManager:
             log.warning("adopted topic %s (%s) found on disk without a definition", name, tid)
             for p in range(count):
                 tp = TopicPartition(name, p)
-                if not self.hosted_logs_only and self._logs.get_log(tp) is None:
-                    self._logs.create_log(tp, tid, self.log_config(info))
+                plog = self._logs.get_log(tp)
+                if plog is None:
+                    if not self.hosted_logs_only:
+                        self._logs.create_log(tp, tid, self.log_config(info))
+                elif plog.topic_id is None:
+                    plog.assign_topic_id(tid)
         if orphans:
             self._save()
 
