@@ -308,7 +308,8 @@ def test_a_log_that_lost_its_partition_metadata_takes_its_topic_id_when_opened(
     assert loaded is not None and loaded.topic_id is None
     assert mgr2.create_log(TP, TOPIC_ID) is loaded
     assert loaded.topic_id == TOPIC_ID
-    assert make_manager().topic_id_of(TP) == TOPIC_ID
+    reopened = make_manager().get_log(TP)
+    assert reopened is not None and reopened.topic_id == TOPIC_ID
 
 
 def test_a_log_with_another_topic_id_is_not_given_a_new_one(make_manager: ManagerFactory) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from tierlog.fsutil import atomic_write
 from tierlog.log.checkpoint import (
     read_offsets_checkpoint,
-    read_partition_metadata,
     write_offsets_checkpoint,
 )
 from tierlog.log.cleaner.config import CleanerConfig
@@ -30,7 +29,6 @@ from tierlog.log.names import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_DIR_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT,
-    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
@@ -205,12 +203,6 @@ class LogManager:
                 if tp.topic == topic:
                     part.update_config(config)
                     part.remote_enabled = self.remote_enabled_for(topic, config)
-
-    def topic_id_of(self, tp: TopicPartition) -> uuid.UUID | None:
-        part = self.get_log(tp)
-        if part is None:
-            return None
-        return part.topic_id or read_partition_metadata(part.dir / PARTITION_METADATA)
 
     # -- periodic work -----------------------------------------------------------------------
 

@@ -137,12 +137,15 @@ class TopicManager:
                     plog.assign_topic_id(info.topic_id)
             self._logs.update_config(info.name, cfg)
         orphans: dict[str, int] = {}
+        stored_ids: dict[str, uuid.UUID] = {}
         for plog in self._logs.all_logs():
             tp = plog.tp
             if tp.topic not in self._topics:
                 orphans[tp.topic] = max(orphans.get(tp.topic, 0), tp.partition + 1)
+                if plog.topic_id is not None:
+                    stored_ids.setdefault(tp.topic, plog.topic_id)
         for name, count in sorted(orphans.items()):
-            tid = self._logs.topic_id_of(TopicPartition(name, 0)) or uuid.uuid4()
+            tid = stored_ids.get(name) or uuid.uuid4()
             info = TopicInfo(name, tid, count, {})
             self._add(info)
             log.warning("adopted topic %s (%s) found on disk without a definition", name, tid)
