@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
+import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from tests.storage.objectstore.objectstore_helpers import (
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.cache import SLOT_FILE_NAME
 from tierlog.storage.objectstore.config import ObjectStoreConfig
+from tierlog.storage.objectstore.direct_get import DirectGetError, _PlainConnection
 from tierlog.tiered.api import RemoteResourceNotFoundException
 
 
@@ -172,3 +176,84 @@ def test_chunks_kept_by_the_memory_cache_leave_the_gets_their_buffers(
     assert len(rsm.chunk_cache) == 8
     assert _fallbacks("no_buffer") == empty
     rsm.close()
+
+
+def _one_response(head: bytes, body: bytes) -> tuple[int, threading.Thread]:
+    """A server that answers one request on one connection with ``head`` + ``body``."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn, server:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            conn.sendall(head + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], thread
+
+
+@pytest.mark.parametrize(
+    ("head", "keeps_open"),
+    [
+        (
+            b"HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\n"
+            b"Content-Range: bytes 10-14/100\r\n\r\n",
+            True,
+        ),
+        (
+            b"HTTP/1.1 206 Partial Content\r\nConnection: close\r\nContent-Length: 5\r\n"
+            b"Content-Range: bytes 10-14/100\r\n\r\n",
+            False,
+        ),
+        (
+            b"HTTP/1.0 206 Partial Content\r\nContent-Length: 5\r\n"
+            b"Content-Range: bytes 10-14/100\r\n\r\n",
+            False,
+        ),
+    ],
+    ids=["keep-alive", "close", "http-1.0"],
+)
+def test_a_plain_get_reads_the_body_and_whether_the_connection_stays(
+    head: bytes, keeps_open: bool
+) -> None:
+    port, thread = _one_response(head, b"hello")
+    conn = _PlainConnection("127.0.0.1", port, 5.0)
+    view = memoryview(bytearray(5))
+    url = urllib.parse.urlsplit(f"http://127.0.0.1:{port}/b/k?sig=1")
+    assert conn.get(url, "k", 10, 15, view, None) is not keeps_open
+    assert bytes(view) == b"hello"
+    conn.close()
+    thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("head", "error"),
+    [
+        (
+            b"HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
+            b"Content-Range: bytes 10-14/100\r\n\r\n",
+            "Transfer-Encoding",
+        ),
+        (b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n", "HTTP 503 Slow Down"),
+        (
+            b"HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\n"
+            b"Content-Range: bytes 0-4/100\r\n\r\n",
+            "Content-Range",
+        ),
+        (b"ICY 200 OK\r\n\r\n", "status line"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 3000 + b"\r\n", "response head over"),
+    ],
+    ids=["chunked", "error-status", "wrong-range", "not-http", "head-too-large"],
+)
+def test_a_plain_get_refuses_what_it_does_not_expect(head: bytes, error: str) -> None:
+    """Whatever is refused here is repeated by obstore (see the fallback test above)."""
+    port, thread = _one_response(head, b"hello")
+    conn = _PlainConnection("127.0.0.1", port, 5.0)
+    url = urllib.parse.urlsplit(f"http://127.0.0.1:{port}/b/k")
+    with pytest.raises(DirectGetError, match=error):
+        conn.get(url, "k", 10, 15, memoryview(bytearray(5)), None)
+    conn.close()
+    thread.join(5)
