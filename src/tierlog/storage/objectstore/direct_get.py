@@ -139,9 +139,8 @@ class _PlainConnection:
     ) -> bool:
         """Bytes [start, end) of the object at ``url`` into ``view``; True when the server
         closes the connection after this response."""
-        target = f"{url.path}?{url.query}" if url.query else url.path
         self.sock.sendall(
-            f"GET {target} HTTP/1.1\r\nHost: {url.netloc}\r\nAccept-Encoding: identity\r\n"
+            f"GET {_target(url)} HTTP/1.1\r\nHost: {url.netloc}\r\nAccept-Encoding: identity\r\n"
             f"Range: bytes={start}-{end - 1}\r\n\r\n".encode("ascii")
         )
         head = self.head
@@ -213,30 +212,41 @@ class DirectGetError(Exception):
     """A GET this path could not complete; the caller repeats it through obstore."""
 
 
-def _get_tls(
-    conn: http.client.HTTPConnection,
-    url: urllib.parse.SplitResult,
-    key: str,
-    start: int,
-    end: int,
-    view: memoryview,
-    arriving: Arriving | None,
-) -> bool:
-    """``_PlainConnection.get`` over TLS, through ``http.client``."""
-    conn.request(
-        "GET",
-        f"{url.path}?{url.query}" if url.query else url.path,
-        headers={"Range": f"bytes={start}-{end - 1}"},
-    )
-    response = conn.getresponse()
-    _check(response.status, response.reason, response.getheader, key, start, end)
-    if arriving is not None:
-        arriving.started(view)
-    _receive(response, view, key, arriving)
-    return bool(response.will_close)
+class _TlsConnection:
+    """A keep-alive HTTPS connection of one GET thread, through ``http.client``."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, host: str, port: int | None, timeout_s: float) -> None:
+        self.conn = http.client.HTTPSConnection(host, port, timeout=timeout_s)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def get(
+        self,
+        url: urllib.parse.SplitResult,
+        key: str,
+        start: int,
+        end: int,
+        view: memoryview,
+        arriving: Arriving | None,
+    ) -> bool:
+        """As ``_PlainConnection.get``."""
+        self.conn.request("GET", _target(url), headers={"Range": f"bytes={start}-{end - 1}"})
+        response = self.conn.getresponse()
+        _check(response.status, response.reason, response.getheader, key, start, end)
+        if arriving is not None:
+            arriving.started(view)
+        _receive(response, view, key, arriving)
+        return bool(response.will_close)
 
 
-_Connection = http.client.HTTPConnection | _PlainConnection
+def _target(url: urllib.parse.SplitResult) -> str:
+    return f"{url.path}?{url.query}" if url.query else url.path
+
+
+_Connection = _PlainConnection | _TlsConnection
 
 
 class DirectRangeReader:
@@ -266,11 +276,7 @@ class DirectRangeReader:
         url = urllib.parse.urlsplit(self._url(key))
         conn = self._connection(url)
         try:
-            if isinstance(conn, _PlainConnection):
-                will_close = conn.get(url, key, start, end, view, arriving)
-            else:
-                will_close = _get_tls(conn, url, key, start, end, view, arriving)
-            if will_close:
+            if conn.get(url, key, start, end, view, arriving):
                 self._drop(conn)
         except BaseException:
             self._drop(conn)
@@ -303,7 +309,7 @@ class DirectRangeReader:
         if conn is None:
             host = url.hostname or ""
             if url.scheme == "https":
-                conn = http.client.HTTPSConnection(host, url.port, timeout=self._timeout_s)
+                conn = _TlsConnection(host, url.port, self._timeout_s)
             else:
                 conn = _PlainConnection(host, url.port or 80, self._timeout_s)
             conns[where] = conn
