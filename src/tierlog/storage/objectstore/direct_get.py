@@ -62,9 +62,8 @@ def _receive(
     response: http.client.HTTPResponse, view: memoryview, key: str, arriving: Arriving | None
 ) -> None:
     """The body into ``view`` through ``http.client`` (TLS: decrypted record by record).
-    ``readinto`` returns only once its
-    buffer is full, so with ``arriving`` the body is received in steps of
-    ``_ARRIVING_STEP``, each announced as it lands."""
+    ``readinto`` returns only once its buffer is full, so with ``arriving`` the body is
+    received in steps of ``_ARRIVING_STEP``, each announced as it lands."""
     got = 0
     step = len(view) if arriving is None else _ARRIVING_STEP
     while got < len(view):
@@ -270,11 +269,11 @@ class DirectRangeReader:
         """Bytes [start, end) of ``key`` in a pool slot, or None when no slot is free.
         Raises ``DirectGetError`` (or an ``OSError``) when the GET fails here. With
         ``arriving``, the body's bytes are announced there as they are received."""
+        url = urllib.parse.urlsplit(self._url(key))
+        conn = self._connection(url)  # may connect: no slot is held while it waits
         view = self.buffers.lease(end - start)
         if view is None:
             return None
-        url = urllib.parse.urlsplit(self._url(key))
-        conn = self._connection(url)
         try:
             if conn.get(url, key, start, end, view, arriving):
                 self._drop(conn)
