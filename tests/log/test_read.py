@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from tests.log.log_helpers import ManagerFactory, ManualClock, batch, new_log
 from tierlog.log import LogConfig, OffsetOutOfRange, PartitionLog
+from tierlog.log.file_slice import FileSlice, SliceUnavailable
 from tierlog.protocol.records import (
     RecordsError,
     SimpleRecord,
     build_batch,
     iter_records,
+    next_offset_after,
     scan_batches,
 )
 
@@ -134,3 +138,63 @@ def test_damage_between_the_index_entry_and_the_offset_is_reported(
     with pytest.raises(RecordsError):
         part.read(17, size)
     assert scan_batches(part.read(0, size).to_bytes())[0].base_offset == 0
+
+
+def _mixed(make_manager: ManagerFactory) -> PartitionLog:
+    """Batches from ~100 bytes to ~90 KiB in segments of ~300 KiB with an index entry every
+    4 KiB: ranges end among small batches, inside large ones and at segment ends."""
+    cfg = LogConfig(index_interval_bytes=4096, segment_bytes=300_000)
+    part = new_log(make_manager(cfg))
+    sizes = [10, 40, 3000, 10, 90_000, 500, 10, 10, 45_000, 10, 2000, 70_000, 10, 10, 10]
+    for i, value_size in enumerate(sizes * 4):
+        part.append_as_leader(batch(3, value_size=value_size, tag=i), leader_epoch=0)
+    return part
+
+
+@pytest.mark.parametrize("upper", ["hw", "leo"])
+def test_a_zero_copy_read_names_the_same_whole_batches_as_a_read(
+    make_manager: ManagerFactory, upper: Literal["hw", "leo"]
+) -> None:
+    part = _mixed(make_manager)
+    assert len(part.segments()) >= 3
+    for offset in range(0, part.log_end_offset, 2):
+        for budget in (1, 150, 5_000, 70_000, 100_000, 250_000):
+            for min_one in (True, False):
+                read = part.read(offset, budget, min_one, upper)
+                sliced = part.read(offset, budget, min_one, upper, zero_copy=True)
+                data = read.to_bytes()
+                assert sliced.to_bytes() == data, (offset, budget, min_one)
+                assert (sliced.size, sliced.first_batch_offset) == (
+                    read.size,
+                    read.first_batch_offset,
+                )
+                if data:
+                    (chunk,) = sliced.chunks
+                    assert isinstance(chunk, FileSlice)
+                    assert chunk.next_offset == next_offset_after(data)
+
+
+def test_a_zero_copy_read_reads_batch_headers_not_batches(make_manager: ManagerFactory) -> None:
+    part, size = _large_batches(make_manager, 6)
+    before = _rchar()
+    sliced = part.read(5, 3 * size + 100, zero_copy=True)  # batches 2-4, then part of 5
+    read = _rchar() - before
+    (chunk,) = sliced.chunks
+    assert isinstance(chunk, FileSlice) and len(chunk) == 3 * size
+    assert chunk.next_offset == 16
+    assert read < 4096  # headers only: five walked to the offset, four to the range's end
+
+
+def test_a_file_slice_of_a_closed_or_truncated_segment_cannot_be_read(
+    make_manager: ManagerFactory,
+) -> None:
+    part = filled(make_manager)
+    (chunk,) = part.read(0, 500, zero_copy=True).chunks
+    assert isinstance(chunk, FileSlice)
+    assert bytes(chunk) == part.read(0, 500).to_bytes()
+    part.truncate_to(4)  # the slice reaches past the first batch (offsets 0-3)
+    with pytest.raises(SliceUnavailable):
+        chunk.read()
+    part.close()
+    with pytest.raises(SliceUnavailable):
+        chunk.read()

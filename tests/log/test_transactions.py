@@ -281,3 +281,27 @@ def test_the_lso_waits_for_the_marker_to_be_below_the_high_watermark(
     part.set_high_watermark(4)
     assert part.last_stable_offset == 4
     assert part.producer_state.unreplicated == []
+
+
+def test_a_zero_copy_read_committed_fetch_gets_the_same_aborted_transactions(
+    make_manager: ManagerFactory,
+) -> None:
+    """The aborted transactions a read_committed Fetch carries are found from the offset
+    after its last batch, which a ``FileSlice`` knows without its bytes being read."""
+    part = new_log(make_manager())
+    for i in range(6):  # aborted and committed transactions of two producers, interleaved
+        txn(part, 2, pid=PID, seq=2 * i)
+        txn(part, 1, pid=OTHER, seq=i)
+        end(part, commit=i % 2 == 0, pid=PID)
+        end(part, commit=i % 3 == 0, pid=OTHER)
+    size = scan_batches(part.read(0, 1 << 20).to_bytes())[0].size
+    found = 0
+    for offset in range(part.log_end_offset):
+        for budget in (1, size + 1, 4 * size, 1 << 20):
+            read = part.read(offset, budget, True, "lso")
+            sliced = part.read(offset, budget, True, "lso", zero_copy=True)
+            assert read.size == sliced.size
+            aborted = part.aborted_txns_in(offset, read)
+            assert part.aborted_txns_in(offset, sliced) == aborted
+            found += len(aborted)
+    assert found

@@ -113,16 +113,18 @@ class _MappedIndex(abc.ABC):
     def entry(self, n: int) -> OffsetPosition | TimestampOffset:
         """Entry ``n``, with its offset made absolute."""
 
-    def _floor(self, key: int) -> int:
-        """The last entry whose leading key is at most ``key``, or -1: a binary search that
-        reads only the keys it compares, in place."""
+    def _floor(self, key: int, field: struct.Struct | None = None, field_at: int = 0) -> int:
+        """The last entry whose key is at most ``key``, or -1: a binary search that reads
+        only the keys it compares, in place. The key is the leading one unless ``field`` and
+        ``field_at`` name another that grows with it (an offset entry's position)."""
         mm = self._mmap if self._mmap is not None else self._frozen
-        unpack, size = self._leading_key.unpack_from, self.entry_size
+        unpack = (field or self._leading_key).unpack_from
+        size = self.entry_size
         lo, hi = 0, self._entries - 1
         found = -1
         while mm is not None and lo <= hi:
             mid = (lo + hi) >> 1
-            (at,) = unpack(mm, mid * size)
+            (at,) = unpack(mm, mid * size + field_at)
             if at <= key:
                 found = mid
                 lo = mid + 1
@@ -281,6 +283,13 @@ class OffsetIndex(_MappedIndex):
         if found < 0:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(found)
+
+    def floor_position(self, position: int) -> OffsetPosition | None:
+        """The last entry at or below file ``position``, or None: a batch start near a
+        byte range's end, from which a read finds the range's last whole batch without
+        reading the batches before it."""
+        found = self._floor(position, _U32, 4)
+        return None if found < 0 else self.entry(found)
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap check (length and last entry), run when a segment is opened."""

@@ -41,6 +41,7 @@ from tierlog.log.cleaner.keys import require_keys
 from tierlog.log.cleaner.swap import cleaned_to_swap, recover_interrupted_swap, swap_to_final
 from tierlog.log.config import LogConfig
 from tierlog.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
+from tierlog.log.file_slice import FileSlice
 from tierlog.log.index import CorruptIndexError
 from tierlog.log.leader_epoch import LeaderEpochCache
 from tierlog.log.names import (
@@ -118,12 +119,15 @@ class _FlushOwed:
 
 @dataclass(frozen=True, slots=True)
 class FetchData:
-    chunks: list[bytes | memoryview]
+    """Whole batches read for a Fetch: their bytes, or with ``read(zero_copy=True)`` the
+    ``FileSlice`` a connection sends without reading them."""
+
+    chunks: list[bytes | memoryview | FileSlice]
     size: int
     first_batch_offset: int = -1
 
     def to_bytes(self) -> bytes:
-        return b"".join(self.chunks)
+        return b"".join(bytes(c) if isinstance(c, FileSlice) else c for c in self.chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -965,6 +969,8 @@ class PartitionLog:
         max_bytes: int,
         min_one_message: bool = True,
         upper_bound: Literal["hw", "lso", "leo"] = "hw",
+        *,
+        zero_copy: bool = False,
     ) -> FetchData:
         """Whole batches from the one holding ``offset``, within ``max_bytes``.
 
@@ -972,7 +978,9 @@ class PartitionLog:
         (Kafka's rule that keeps a consumer from stalling on a large batch). ``"leo"`` reads
         up to the log end (a follower's fetch); ``"hw"`` stops at the high watermark and
         ``"lso"`` at the last stable offset (read_committed), which is always a batch
-        boundary since a transaction starts at a batch's base offset.
+        boundary since a transaction starts at a batch's base offset. ``zero_copy`` returns
+        the range of the segment file instead of its bytes (a ``FileSlice``, for a Fetch
+        response sent with ``sendfile``).
         """
         with self._lock:
             segments = list(self._segments)
@@ -1004,7 +1012,9 @@ class PartitionLog:
             if seg.base_offset > end[0]:
                 break
             max_position = end[1] if seg.base_offset == end[0] else seg.size
-            got = seg.read(offset, max_bytes, max_position, min_one_message)
+            got = (seg.slice if zero_copy else seg.read)(
+                offset, max_bytes, max_position, min_one_message
+            )
             if got is not None:
                 first, data = got
                 if not data:
@@ -1034,7 +1044,10 @@ class PartitionLog:
         from ``fetch_offset``: those overlapping it up to its last batch's end."""
         upper = None
         for chunk in data.chunks:
-            upper = next_offset_after(chunk) or upper
+            if isinstance(chunk, FileSlice):
+                upper = chunk.next_offset if chunk.size else upper
+            else:
+                upper = next_offset_after(chunk) or upper
         if upper is None:
             return []
         return self.collect_aborted_txns(fetch_offset, upper)[0]

@@ -2,7 +2,8 @@
 
 A segment never interprets records. Appends are one ``pwritev`` of already-validated batches;
 reads are one ``pread`` of a byte range found through the offset index (and the headers of
-the batches between the index entry and the offset) and cut at a batch boundary. Only
+the batches between the index entry and the offset) and cut at a batch boundary, or, for a
+Fetch sent with ``sendfile``, that range without its bytes (``slice``). Only
 recovery and timestamp lookups validate batches while walking them, and only timestamp lookups
 decode records (of a single batch).
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.log.config import LogConfig
+from tierlog.log.file_slice import FileSlice
 from tierlog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from tierlog.log.names import (
     DELETED_SUFFIX,
@@ -33,11 +35,13 @@ from tierlog.log.txn_index import TransactionIndex
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import (
     LOG_OVERHEAD,
+    RECORDS_OFFSET,
     BatchHeader,
     Buffer,
     RecordsError,
     batch_size_at,
     check_batch,
+    header_at,
     iter_records,
     walk_headers,
     whole_batches_length,
@@ -346,6 +350,50 @@ class LogSegment:
         if whole == len(data):
             return first, data
         return first, memoryview(data)[:whole]
+
+    def slice(
+        self, offset: int, max_size: int, max_position: int, min_one_message: bool
+    ) -> tuple[BatchHeader, FileSlice] | None:
+        """What ``read`` returns, as a range of the file rather than its bytes: the batches
+        are only sent, so only the headers that place the range's ends are read."""
+        first = self.translate_offset(offset, max_position)
+        if first is None:
+            return None
+        budget = max(max_size, first.size) if min_one_message else max_size
+        limit = min(max_position, first.position + budget)
+        end, next_offset = self._last_whole_batch_end(first, limit)
+        return first, FileSlice(self, first.position, end - first.position, next_offset)
+
+    def _last_whole_batch_end(self, first: BatchHeader, limit: int) -> tuple[int, int]:
+        """The end of the last whole batch from ``first`` up to file position ``limit``, and
+        the offset after it (or, in a compacted log, the base offset of the batch after it:
+        an upper bound, as Kafka's ``fetchUpperBoundOffset`` is).
+
+        The walk starts at the offset index's last entry below ``limit`` (a batch start,
+        at most ``index.interval.bytes`` plus one batch before it), so a range of many
+        small batches costs one short ``pread``, and one of large batches a header each."""
+        if limit < first.position + first.size:
+            return first.position, first.base_offset
+        entry = self.offset_index.floor_position(limit - 1)
+        start = first.position if entry is None else max(first.position, entry.position)
+        read_at: Callable[[int, int], Buffer] = self._pread
+        if limit - start <= _WALK_CHUNK:  # with the header after ``limit``, if there is one
+            buf = memoryview(os.pread(self.fd, limit - start + RECORDS_OFFSET, start))
+
+            def read_at(position: int, size: int) -> Buffer:
+                return buf[position - start : position - start + size]
+
+        pos, next_offset = start, first.base_offset
+        while pos < limit:
+            h = header_at(read_at(pos, RECORDS_OFFSET))
+            if h is None:
+                break
+            if pos + h.size > limit:  # ``first`` fits, so this batch follows a whole one
+                next_offset = h.base_offset
+                break
+            pos += h.size
+            next_offset = h.next_offset
+        return pos, next_offset
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int

@@ -2,9 +2,10 @@
 
 kio would copy each partition's record set into its dataclass and again into the output
 buffer. Here the response is a list of buffers: small ``bytes`` for the fields and the
-log's own ``memoryview`` chunks for the records, so the transport can ``writelines`` them
-(``writev`` on Python 3.12+). Layout follows FetchResponse.json; v12+ is "flexible"
-(compact arrays/strings, tagged fields, response header v1).
+log's own chunks for the records, so the transport can ``writelines`` them (``writev`` on
+Python 3.12+): ``memoryview`` chunks of a remote read, or a ``FileRegion`` of a local log
+file, which the transport sends with ``sendfile``. Layout follows FetchResponse.json; v12+
+is "flexible" (compact arrays/strings, tagged fields, response header v1).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -24,6 +26,27 @@ _EPOCH_END = struct.Struct(">iqB")  # epoch, end offset, its empty tagged fields
 Buffer = bytes | bytearray | memoryview
 
 
+class FileRegion(Protocol):
+    """Record bytes still in a file: the encoder needs only their length, the transport
+    sends them from the file (``fd`` at ``position``) or reads them (``read``)."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def fd(self) -> int: ...
+
+    def read(self, skip: int = 0) -> bytes: ...
+
+    def __bytes__(self) -> bytes: ...
+
+    def __len__(self) -> int: ...
+
+
+#: One buffer of an encoded response.
+ResponsePart = Buffer | FileRegion
+
+
 @dataclass(slots=True)
 class FetchPartition:
     partition_index: int
@@ -33,7 +56,7 @@ class FetchPartition:
     log_start_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: Sequence[Buffer] = ()
+    records: Sequence[ResponsePart] = ()
     records_size: int = 0
     diverging_epoch: tuple[int, int] | None = None
     """(epoch, end offset) for a follower whose log diverged from the leader's (KIP-595's
@@ -121,7 +144,7 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
-) -> tuple[list[Buffer], int]:
+) -> tuple[list[ResponsePart], int]:
     """Return (buffers, total bytes on the wire including the 4-byte size prefix).
 
     Fields accumulate in one ``bytearray``; at each partition with records it is closed and
@@ -130,7 +153,7 @@ def encode_fetch_response(
     if not 4 <= version <= 17:
         raise ValueError(f"Fetch v{version} is not supported by this encoder")
     flexible = version >= 12
-    out: list[Buffer] = []
+    out: list[ResponsePart] = []
     cur = bytearray()
     _encode_header(cur, version, correlation_id, throttle_time_ms, error_code, session_id)
     cur += _array_len(len(topics), flexible)

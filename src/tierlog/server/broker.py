@@ -42,6 +42,7 @@ from tierlog.server.log_configs import log_config_for
 from tierlog.server.metrics import BrokerMetrics, PartitionStats
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
+from tierlog.server.reply_writer import ReplyWriter
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
@@ -119,9 +120,12 @@ class Broker:
         listener = cfg.listeners[0]
         host = listener.host or "0.0.0.0"
         router = Router(self.metrics)
+        writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(router.handle, cfg.socket_request_max_bytes, self._connections),
+            lambda: KafkaConnection(
+                router.handle, cfg.socket_request_max_bytes, self._connections, writer
+            ),
             host,
             listener.port,
             reuse_address=True,

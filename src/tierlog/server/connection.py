@@ -6,7 +6,8 @@ is paused while requests are queued (bounded memory for a client that pipelines 
 responses wait while the transport's write buffer is above its high-water mark (a slow
 reader cannot make us buffer unbounded responses): the next request is not even handled
 until the previous response has drained below the mark, so a connection holds at most one
-response beyond the mark.
+response beyond the mark. A response with records in a log file is written by the
+``ReplyWriter``, which waits for the socket itself and returns once all of it is sent.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
+from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.framing import FrameError, FrameSplitter
+from tierlog.server.reply_writer import ReplyWriter, sendfile_socket
 
 log = logging.getLogger(__name__)
 
 #: A handled request yields buffers to write (possibly none, for acks=0 Produce), or None
 #: to close the connection.
-Reply = Sequence[bytes | bytearray | memoryview] | None
+Reply = Sequence[ResponsePart] | None
 RequestHandler = Callable[[bytes, "ConnectionInfo"], Awaitable[Reply]]
 
 _MAX_QUEUED_FRAMES = 32
@@ -42,8 +45,11 @@ class KafkaConnection(asyncio.Protocol):
         handler: RequestHandler,
         max_frame_bytes: int,
         registry: set[KafkaConnection],
+        writer: ReplyWriter,
     ) -> None:
         self._handler = handler
+        self._writer = writer
+        self._sock_fd: int | None = None
         self._splitter = FrameSplitter(max_frame_bytes)
         self._queue: collections.deque[bytes] = collections.deque()
         self._transport: asyncio.Transport | None = None
@@ -59,6 +65,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing asyncio.Transport
         self._transport = cast(asyncio.Transport, transport)
+        self._sock_fd = sendfile_socket(transport)
         peer = transport.get_extra_info("peername")
         self._info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?")
         self._registry.add(self)
@@ -123,10 +130,9 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if self._closing:
                 return
-            if len(reply) == 1:
-                transport.write(reply[0])
-            else:
-                transport.writelines(reply)
+            if not await self._writer.write(transport, self._sock_fd, reply):
+                self.abort()
+                return
 
     def abort(self) -> None:
         self._closing = True

@@ -46,6 +46,19 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
     MetricDoc("tierlog_bytes_in_total", "counter", "", "Request bytes received (with framing)."),
     MetricDoc("tierlog_bytes_out_total", "counter", "", "Response bytes sent (with framing)."),
     MetricDoc(
+        "tierlog_fetch_records_sendfile_bytes_total",
+        "counter",
+        "",
+        "Record bytes of local-log Fetch responses sent from the file with sendfile(2).",
+    ),
+    MetricDoc(
+        "tierlog_fetch_records_copied_bytes_total",
+        "counter",
+        "",
+        "Record bytes of local-log Fetch responses read into memory instead (the socket "
+        "buffer was full, or the transport cannot take sendfile).",
+    ),
+    MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
     ),
     MetricDoc(
@@ -275,6 +288,16 @@ class BrokerMetrics:
         )
         self.bytes_out = Counter(
             "tierlog_bytes_out", "Response bytes sent.", registry=self.registry
+        )
+        self.records_sendfile = Counter(
+            "tierlog_fetch_records_sendfile_bytes",
+            "Record bytes of local-log Fetch responses sent with sendfile(2).",
+            registry=self.registry,
+        )
+        self.records_copied = Counter(
+            "tierlog_fetch_records_copied_bytes",
+            "Record bytes of local-log Fetch responses read into memory instead.",
+            registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}
         self._server: Any = None

@@ -31,6 +31,7 @@ from tierlog.protocol.codec import (
     response_schema,
 )
 from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.versions import api_name, api_versions_fallback, is_supported
 from tierlog.server.connection import ConnectionInfo, Reply
 from tierlog.server.metrics import BrokerMetrics
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class RawReply:
-    buffers: list[bytes | bytearray | memoryview]
+    buffers: list[ResponsePart]
     size: int
 
 

@@ -264,7 +264,7 @@ class _ReadPass:
         if self.follower and plog.replicated:
             upper = "leo"
         try:
-            data = plog.read(offset, limit, self.min_one, upper)
+            data = plog.read(offset, limit, self.min_one, upper, zero_copy=True)
         except KafkaError as e:
             fp.error_code = int(e.code)
             self.any_error = True

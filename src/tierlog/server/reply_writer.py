@@ -1,0 +1,179 @@
+"""Writing a response to a client's socket, log file ranges with ``sendfile(2)``.
+
+A hot Fetch's records are a ``FileRegion`` of a segment file (``tierlog.log.FileSlice``).
+Kafka sends such ranges from the page cache to the socket without reading them
+(``FileRecords.writeTo``), and so does this writer where the transport is a plain TCP one
+(uvloop's, or asyncio's selector transport), whose socket carries the protocol's bytes as
+written. A TLS transport needs them encrypted, so there they are read and written through
+the transport (counted as copied).
+
+A reply with a region is written to the socket by this writer alone, in order: its buffers
+with ``writev``, its regions with ``sendfile``, after whatever the transport still buffers
+from an earlier reply has gone. The socket is non-blocking; when it is full the writer waits
+for it to be writable (a duplicate of its descriptor registered with the loop, since the
+transport owns the original) and goes on. A client that reads slowly therefore holds no
+records in the broker's memory, only its place in the file, and its connection handles
+nothing else meanwhile, as it would behind a full transport buffer.
+
+A region whose file was closed or truncated after the read that made it cannot be sent
+whole, and its length is already in the response: the connection is then closed, and the
+client fetches again, as Kafka closes it when a ``FileRecords`` shrank during its send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from tierlog.protocol.fetch_response import Buffer, FileRegion, ResponsePart
+
+log = logging.getLogger(__name__)
+
+#: Transport classes whose socket carries the protocol's bytes as written (no TLS layer).
+_PLAIN_TRANSPORTS = frozenset({"TCPTransport", "_SelectorSocketTransport"})
+
+#: Buffers per ``writev`` call, below every platform's IOV_MAX.
+_IOV_MAX = 512
+
+
+class _ByteCounter(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+def sendfile_socket(transport: asyncio.BaseTransport) -> int | None:
+    """The socket descriptor a reply with regions is written to directly, or None where
+    every byte must go through the transport."""
+    if type(transport).__name__ not in _PLAIN_TRANSPORTS:
+        return None
+    if transport.get_extra_info("sslcontext") is not None:
+        return None
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return None
+    fd = int(sock.fileno())
+    return None if os.get_blocking(fd) else fd  # a blocking send would stall the loop
+
+
+class ReplyWriter:
+    """Writes replies for every connection of a broker and counts how region bytes went."""
+
+    def __init__(self, sent_from_file: _ByteCounter, copied: _ByteCounter) -> None:
+        self._sent_from_file = sent_from_file
+        self._copied = copied
+
+    async def write(
+        self, transport: asyncio.Transport, sock_fd: int | None, reply: Sequence[ResponsePart]
+    ) -> bool:
+        """Write ``reply`` in order; False when a region could not be sent whole, or the
+        socket failed (close the connection: the response is cut)."""
+        if all(isinstance(p, (bytes, bytearray, memoryview)) for p in reply):
+            buffers = cast(Sequence[Buffer], reply)
+            if len(buffers) == 1:
+                transport.write(buffers[0])
+            else:
+                transport.writelines(buffers)
+            return True
+        if sock_fd is None:
+            return self._write_copied(transport, reply)
+        try:
+            while transport.get_write_buffer_size():  # an earlier reply's tail goes first
+                await _writable(sock_fd)
+            await self._write_direct(sock_fd, reply)
+        except _RegionCut as e:
+            log.warning("cannot send %s", e)
+            return False
+        except OSError as e:
+            log.info("writing a reply stopped: %s", e)
+            return False
+        return True
+
+    async def _write_direct(self, sock_fd: int, reply: Sequence[ResponsePart]) -> None:
+        pending: list[Buffer] = []
+        for part in reply:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending.append(part)
+                continue
+            await _send_buffers(sock_fd, pending)
+            pending = []
+            await self._send_region(sock_fd, part)
+        await _send_buffers(sock_fd, pending)
+
+    async def _send_region(self, sock_fd: int, region: FileRegion) -> None:
+        size = len(region)
+        sent = 0
+        try:
+            while sent < size:
+                try:
+                    n = os.sendfile(sock_fd, region.fd, region.position + sent, size - sent)
+                except BlockingIOError:
+                    await _writable(sock_fd)
+                    continue
+                if n == 0:
+                    raise _RegionCut(f"{region!r}: the file ends {size - sent} bytes short")
+                sent += n
+        except OSError as e:
+            if region.fd < 0:
+                raise _RegionCut(f"{region!r}: its file was closed") from e
+            raise
+        finally:
+            self._sent_from_file.inc(sent)
+
+    def _write_copied(self, transport: asyncio.Transport, reply: Sequence[ResponsePart]) -> bool:
+        out: list[Buffer] = []
+        for part in reply:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                out.append(part)
+                continue
+            try:
+                out.append(part.read())
+            except OSError as e:
+                log.warning("cannot send %r: %s", part, e)
+                return False
+            self._copied.inc(len(part))
+        transport.writelines(out)
+        return True
+
+
+class _RegionCut(Exception):
+    """A region's file no longer holds all of it."""
+
+
+async def _send_buffers(sock_fd: int, buffers: list[Buffer]) -> None:
+    """``writev`` all of ``buffers``, waiting whenever the socket is full."""
+    views = [memoryview(b) for b in buffers if len(b)]
+    while views:
+        try:
+            n = os.writev(sock_fd, views[:_IOV_MAX])
+        except BlockingIOError:
+            await _writable(sock_fd)
+            continue
+        while n and n >= len(views[0]):
+            n -= len(views.pop(0))
+        if n:
+            views[0] = views[0][n:]
+
+
+async def _writable(sock_fd: int) -> None:
+    """Until the socket can take more bytes (or has failed, which the next send reports).
+
+    The loop refuses to watch a descriptor a transport owns, so this watches a duplicate:
+    the same socket under another number, closed again here, which never outlives the
+    wait (a lingering duplicate would keep the connection open after the transport closed
+    it)."""
+    loop = asyncio.get_running_loop()
+    dup = os.dup(sock_fd)
+    ready: asyncio.Future[None] = loop.create_future()
+    try:
+        loop.add_writer(dup, _settle, ready)
+        await ready
+    finally:
+        loop.remove_writer(dup)
+        os.close(dup)
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)

@@ -1,0 +1,159 @@
+"""Replies with log file ranges, written to real sockets on both event loops the broker may
+run: sent with sendfile in order with the buffers around them, waiting while the socket is
+full; read and written through the transport where there is no socket to send to; a range
+whose file was closed or cut is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from tierlog.log.file_slice import FileSlice
+from tierlog.protocol.fetch_response import ResponsePart
+from tierlog.server.reply_writer import ReplyWriter, sendfile_socket
+
+DATA = os.urandom(3 << 20)
+
+
+class _Count:
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def inc(self, amount: float = 1) -> None:
+        self.total += amount
+
+
+class _File:
+    """A segment's open ``.log`` file as a FileSlice sees it."""
+
+    def __init__(self, path: Path) -> None:
+        path.write_bytes(DATA)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.fd = -1
+
+
+Scenario = Callable[[asyncio.Transport, socket.socket], Awaitable[None]]
+
+
+def _run(new_loop: Callable[[], asyncio.AbstractEventLoop], scenario: Scenario) -> None:
+    """``scenario(transport, client socket)`` on a TCP connection of a fresh loop."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        made: asyncio.Future[asyncio.Transport] = loop.create_future()
+
+        class _Server(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                made.set_result(transport)  # type: ignore[arg-type]
+
+        server = await loop.create_server(_Server, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 10)  # before connect
+        client.setblocking(False)
+        await loop.sock_connect(client, ("127.0.0.1", port))
+        transport = await asyncio.wait_for(made, 10)
+        try:
+            await asyncio.wait_for(scenario(transport, client), 30)
+        finally:
+            transport.close()
+            client.close()
+            server.close()
+
+    loop = new_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+async def _receive(client: socket.socket, size: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    got = bytearray()
+    while len(got) < size:
+        chunk = await loop.sock_recv(client, 1 << 20)
+        assert chunk, "connection closed early"
+        got += chunk
+    return bytes(got)
+
+
+LOOPS = pytest.mark.parametrize(
+    "new_loop", [uvloop.new_event_loop, asyncio.new_event_loop], ids=["uvloop", "asyncio"]
+)
+
+
+@LOOPS
+def test_file_ranges_go_out_with_sendfile_in_order_while_the_client_reads_slowly(
+    tmp_path: Path, new_loop: Callable[[], asyncio.AbstractEventLoop]
+) -> None:
+    sent, copied = _Count(), _Count()
+    writer = ReplyWriter(sent, copied)
+    file = _File(tmp_path / "00000000000000000000.log")
+    first, second = FileSlice(file, 100, 2 << 20, 0), FileSlice(file, 7, 900_000, 0)
+    big = os.urandom(300_000)
+    reply: list[ResponsePart] = [b"head", first, bytearray(b"middle"), big, second, b"end"]
+    expected = b"".join(
+        [b"head", DATA[100 : 100 + (2 << 20)], b"middle", big, DATA[7:900_007], b"end"]
+    )
+
+    async def scenario(transport: asyncio.Transport, client: socket.socket) -> None:
+        fd = sendfile_socket(transport)
+        assert fd is not None and not os.get_blocking(fd)
+        # a send buffer far smaller than the reply: the writer waits for the socket again
+        # and again, and the transport must not write in between
+        with socket.socket(fileno=os.dup(fd)) as server_side:
+            server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        earlier = os.urandom(1 << 20)  # mostly left in the transport's buffer
+        transport.write(earlier)
+        assert transport.get_write_buffer_size() > 0
+        writing = asyncio.ensure_future(writer.write(transport, fd, reply))
+        received = await _receive(client, len(earlier) + len(expected))
+        assert await writing
+        assert received == earlier + expected
+        transport.write(b"later reply")
+        assert await _receive(client, len(b"later reply")) == b"later reply"
+
+    _run(new_loop, scenario)
+    assert (sent.total, copied.total) == ((2 << 20) + 900_000, 0)
+
+
+@LOOPS
+def test_without_a_sendfile_socket_the_ranges_are_read_and_written(
+    tmp_path: Path, new_loop: Callable[[], asyncio.AbstractEventLoop]
+) -> None:
+    sent, copied = _Count(), _Count()
+    file = _File(tmp_path / "00000000000000000000.log")
+
+    async def scenario(transport: asyncio.Transport, client: socket.socket) -> None:
+        writer = ReplyWriter(sent, copied)
+        assert await writer.write(transport, None, [FileSlice(file, 5, 1000, 0)])
+        assert await _receive(client, 1000) == DATA[5:1005]
+
+    _run(new_loop, scenario)
+    assert (sent.total, copied.total) == (0, 1000)
+
+
+@pytest.mark.parametrize("damage", ["closed", "truncated"])
+def test_a_range_whose_file_was_closed_or_cut_is_refused(tmp_path: Path, damage: str) -> None:
+    file = _File(tmp_path / "00000000000000000000.log")
+    region = FileSlice(file, 1 << 20, 1 << 20, 0)
+    if damage == "closed":
+        file.close()
+    else:
+        os.truncate(tmp_path / "00000000000000000000.log", (3 << 19))
+
+    async def scenario(transport: asyncio.Transport, client: socket.socket) -> None:
+        writer = ReplyWriter(_Count(), _Count())
+        assert not await writer.write(transport, sendfile_socket(transport), [b"head", region])
+        assert not await writer.write(transport, None, [b"head", region])
+
+    _run(uvloop.new_event_loop, scenario)
