@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import uvloop
 
+from tests.helpers.wire import frame
 from tierlog.log.file_slice import FileSlice
 from tierlog.protocol.fetch_response import ResponsePart
+from tierlog.server.connection import ConnectionInfo, KafkaConnection
 from tierlog.server.reply_writer import ReplyWriter, sendfile_socket
 
 DATA = os.urandom(3 << 20)
@@ -157,3 +160,66 @@ def test_a_range_whose_file_was_closed_or_cut_is_refused(tmp_path: Path, damage:
         assert not await writer.write(transport, None, [b"head", region])
 
     _run(uvloop.new_event_loop, scenario)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_closed_connection_gets_no_reply_written(tmp_path: Path) -> None:
+    file = _File(tmp_path / "00000000000000000000.log")
+
+    async def scenario(transport: asyncio.Transport, client: socket.socket) -> None:
+        fd = sendfile_socket(transport)
+        transport.close()
+        before = _open_fds()
+        sent = _Count()
+        assert not await ReplyWriter(sent, _Count()).write(
+            transport, fd, [b"head", FileSlice(file, 0, 1000, 0)]
+        )
+        assert (_open_fds(), sent.total) == (before, 0)
+
+    _run(uvloop.new_event_loop, scenario)
+
+
+def test_a_client_that_resets_mid_reply_leaves_no_descriptor_behind(tmp_path: Path) -> None:
+    """A reply larger than both sockets' buffers (12 MiB; a send buffer grows to 4 MiB
+    here) is still being written when the client resets its connection: the connection's
+    task is cancelled, the writer's duplicate of the socket is closed, and the broker's
+    socket with it."""
+    file = _File(tmp_path / "00000000000000000000.log")
+    sent = _Count()
+    writer = ReplyWriter(sent, _Count())
+
+    async def handler(frame: bytes, info: ConnectionInfo) -> list[ResponsePart]:
+        return [b"head", *(FileSlice(file, 0, len(DATA), 0) for _ in range(4))]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        connections: set[KafkaConnection] = set()
+        server = await loop.create_server(
+            lambda: KafkaConnection(handler, 1 << 20, connections, writer), "127.0.0.1", 0
+        )
+        baseline = _open_fds()
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+        client.setblocking(False)
+        await loop.sock_connect(client, server.sockets[0].getsockname())
+        await loop.sock_sendall(client, frame(b"request"))
+        deadline = loop.time() + 10
+        while _open_fds() < baseline + 3 and loop.time() < deadline:  # client, server, dup
+            await asyncio.sleep(0.01)
+        assert _open_fds() == baseline + 3
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset
+        while (_open_fds() > baseline or connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert (_open_fds(), connections) == (baseline, set())
+        assert 0 < sent.total < 4 * len(DATA)
+        server.close()
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

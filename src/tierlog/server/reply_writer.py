@@ -9,9 +9,13 @@ the transport (counted as copied).
 
 A reply with a region is written to the socket by this writer alone, in order: its buffers
 with ``writev``, its regions with ``sendfile``, after whatever the transport still buffers
-from an earlier reply has gone. The socket is non-blocking; when it is full the writer waits
-for it to be writable (a duplicate of its descriptor registered with the loop, since the
-transport owns the original) and goes on. A client that reads slowly therefore holds no
+from an earlier reply has gone. It writes through a duplicate of the socket's descriptor,
+taken while the transport is open and closed when the reply is written: the transport may
+close its own descriptor meanwhile (the peer reset, the broker stops), and that number can
+then be reused by the next accepted connection, so writing to the number the transport had
+could send one client's records to another. The socket is non-blocking; when it is full the
+writer waits for it to be writable (the duplicate registered with the loop, which refuses
+the transport's own) and goes on. A client that reads slowly therefore holds no
 records in the broker's memory, only its place in the file, and its connection handles
 nothing else meanwhile, as it would behind a full transport buffer.
 
@@ -78,38 +82,43 @@ class ReplyWriter:
             return True
         if sock_fd is None:
             return self._write_copied(transport, reply)
+        if transport.is_closing():  # its descriptor may be closed, its number reused
+            return False
+        sock = os.dup(sock_fd)
         try:
             while transport.get_write_buffer_size():  # an earlier reply's tail goes first
-                await _writable(sock_fd)
-            await self._write_direct(sock_fd, reply)
+                await _writable(sock)
+            await self._write_direct(sock, reply)
         except _RegionCut as e:
             log.warning("cannot send %s", e)
             return False
         except OSError as e:
             log.info("writing a reply stopped: %s", e)
             return False
+        finally:
+            os.close(sock)
         return True
 
-    async def _write_direct(self, sock_fd: int, reply: Sequence[ResponsePart]) -> None:
+    async def _write_direct(self, sock: int, reply: Sequence[ResponsePart]) -> None:
         pending: list[Buffer] = []
         for part in reply:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending.append(part)
                 continue
-            await _send_buffers(sock_fd, pending)
+            await _send_buffers(sock, pending)
             pending = []
-            await self._send_region(sock_fd, part)
-        await _send_buffers(sock_fd, pending)
+            await self._send_region(sock, part)
+        await _send_buffers(sock, pending)
 
-    async def _send_region(self, sock_fd: int, region: FileRegion) -> None:
+    async def _send_region(self, sock: int, region: FileRegion) -> None:
         size = len(region)
         sent = 0
         try:
             while sent < size:
                 try:
-                    n = os.sendfile(sock_fd, region.fd, region.position + sent, size - sent)
+                    n = os.sendfile(sock, region.fd, region.position + sent, size - sent)
                 except BlockingIOError:
-                    await _writable(sock_fd)
+                    await _writable(sock)
                     continue
                 if n == 0:
                     raise _RegionCut(f"{region!r}: the file ends {size - sent} bytes short")
@@ -141,14 +150,14 @@ class _RegionCut(Exception):
     """A region's file no longer holds all of it."""
 
 
-async def _send_buffers(sock_fd: int, buffers: list[Buffer]) -> None:
+async def _send_buffers(sock: int, buffers: list[Buffer]) -> None:
     """``writev`` all of ``buffers``, waiting whenever the socket is full."""
     views = [memoryview(b) for b in buffers if len(b)]
     while views:
         try:
-            n = os.writev(sock_fd, views[:_IOV_MAX])
+            n = os.writev(sock, views[:_IOV_MAX])
         except BlockingIOError:
-            await _writable(sock_fd)
+            await _writable(sock)
             continue
         while n and n >= len(views[0]):
             n -= len(views.pop(0))
@@ -156,22 +165,16 @@ async def _send_buffers(sock_fd: int, buffers: list[Buffer]) -> None:
             views[0] = views[0][n:]
 
 
-async def _writable(sock_fd: int) -> None:
-    """Until the socket can take more bytes (or has failed, which the next send reports).
-
-    The loop refuses to watch a descriptor a transport owns, so this watches a duplicate:
-    the same socket under another number, closed again here, which never outlives the
-    wait (a lingering duplicate would keep the connection open after the transport closed
-    it)."""
+async def _writable(sock: int) -> None:
+    """Until the socket (the writer's duplicate) can take more bytes, or has failed, which
+    the next send reports."""
     loop = asyncio.get_running_loop()
-    dup = os.dup(sock_fd)
     ready: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(sock, _settle, ready)
     try:
-        loop.add_writer(dup, _settle, ready)
         await ready
     finally:
-        loop.remove_writer(dup)
-        os.close(dup)
+        loop.remove_writer(sock)
 
 
 def _settle(ready: asyncio.Future[None]) -> None:
