@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -37,7 +36,6 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.stalling_rsm import copying_file, hold_file
 from tests.helpers.broker import BrokerProcess
@@ -218,18 +216,6 @@ def _audit(cluster: Cluster) -> dict[str, Any]:
     assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
     report: dict[str, Any] = json.loads(done.stdout)
     return report
-
-
-def _metric(broker: BrokerProcess, name: str, **labels: str) -> float:
-    """Sum of a broker's Prometheus samples called ``name`` with ``labels``."""
-    with urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return sum(
-        float(sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def _overrides(zk_connect: str, broker_id: int, remote: Path, rsm: str) -> dict[str, str]:
@@ -467,7 +453,7 @@ def test_new_replica_bootstraps_from_remote(cluster: Cluster) -> None:
     )
     follower_segments = cluster.local_segments(3)
     assert follower_segments[0] == start, follower_segments
-    assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
+    assert b3.metric("tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
     assert cluster.epochs(3) == cluster.epochs(1)
     snapshot = b3.log_dir / f"{TOPIC}-0" / f"{start:020d}.snapshot"
     follower_producers = {e.producer_id: e for e in decode_snapshot(snapshot.read_bytes())}
@@ -692,7 +678,7 @@ def test_reassigned_replica_bootstraps_from_remote_and_serves_remote_reads(
     assert leader in (2, 3)
     b3 = cluster.brokers[3]
     assert cluster.local_segments(3)[0] == start
-    assert _metric(b3, "tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
+    assert b3.metric("tierlog_build_remote_log_aux_state_requests_total", topic=TOPIC) >= 1
     held = [e for e in cluster.epochs(leader) if e[1] < producing.sent]
     assert cluster.epochs(3) == held, (cluster.epochs(3), cluster.epochs(leader))
     assert cluster.live_segments() == tiered
@@ -702,7 +688,7 @@ def test_reassigned_replica_bootstraps_from_remote_and_serves_remote_reads(
     got = _consume_all(cluster.bootstrap(), producing.sent)
     assert [v for _, v in got] == [b"v-%05d" % i for i in range(producing.sent)]
     assert [o for o, _ in got] == list(range(producing.sent))
-    assert _metric(b3, "tierlog_remote_fetch_requests_total", topic=TOPIC) >= 1
+    assert b3.metric("tierlog_remote_fetch_requests_total", topic=TOPIC) >= 1
 
 
 def _tiered_below_active(cluster: Cluster, brokers: Iterable[int]) -> int | None:

@@ -44,8 +44,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 READY_PREFIX = "tierlog ready:"
 
@@ -210,3 +213,14 @@ class BrokerProcess:
     def host_port(self) -> tuple[str, int]:
         host, port = self.bootstrap.rsplit(":", 1)
         return host, int(port)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the broker's Prometheus samples called ``name`` with ``labels``."""
+        with urllib.request.urlopen(self.metrics_url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return sum(
+            float(sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+        )

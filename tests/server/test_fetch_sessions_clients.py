@@ -4,14 +4,12 @@ session rules on the wire."""
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 from typing import Any
 
 import confluent_kafka as ck
 import kafka
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
@@ -22,17 +20,6 @@ from tierlog.protocol.errors import ErrorCode
 
 PARTITIONS = 64
 PER_PARTITION = 20
-
-
-def _metric(b: BrokerProcess, name: str) -> float:
-    with urllib.request.urlopen(b.metrics_url + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return sum(
-        float(s.value)
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name
-    )
 
 
 def _fill(b: BrokerProcess, topic: str) -> None:
@@ -75,9 +62,9 @@ def test_kafka_python_consumes_many_partitions_through_a_session(broker: BrokerP
             return len(got) >= n
 
         wait_until(lambda: drain(PARTITIONS * PER_PARTITION), timeout_s=60)
-        wait_until(lambda: _metric(broker, "tierlog_fetch_incremental_requests_total") > 0)
-        assert _metric(broker, "tierlog_fetch_sessions") >= 1
-        assert _metric(broker, "tierlog_fetch_session_partitions_cached") == PARTITIONS
+        wait_until(lambda: broker.metric("tierlog_fetch_incremental_requests_total") > 0)
+        assert broker.metric("tierlog_fetch_sessions") >= 1
+        assert broker.metric("tierlog_fetch_session_partitions_cached") == PARTITIONS
         late = range(0, PARTITIONS, 7)
         _produce_more(broker, "fs-kp", late)
         wait_until(lambda: drain(PARTITIONS * PER_PARTITION + len(late)), timeout_s=60)
@@ -177,8 +164,7 @@ def test_session_rules_on_the_wire(broker: BrokerProcess) -> None:
         assert news.responses[0].partitions[0].records
         moved = _fetch(c, sid, 3, {2: 1}, forgotten=[0])
         assert (
-            _answered(moved) == []
-            and _metric(broker, "tierlog_fetch_session_partitions_cached") == 3
+            _answered(moved) == [] and broker.metric("tierlog_fetch_session_partitions_cached") == 3
         )
         wrong = _fetch(c, sid, 7, {})
         assert (wrong.error_code, wrong.session_id) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0)
@@ -188,7 +174,7 @@ def test_session_rules_on_the_wire(broker: BrokerProcess) -> None:
         closed = _fetch(c, sid, -1, {1: 0})
         assert (closed.error_code, closed.session_id, _answered(closed)) == (0, 0, [1])
         assert _fetch(c, sid, 5, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    assert _metric(broker, "tierlog_fetch_sessions") == 0
+    assert broker.metric("tierlog_fetch_sessions") == 0
 
 
 def _fetch_by_id(
@@ -235,9 +221,9 @@ def test_a_full_cache_answers_sessionless_and_zero_slots_never_open_one(
         second = _fetch(c, 0, 0, {0: 0})  # the one session is young: no consumer evicts it
         assert first.session_id != 0
         assert (second.error_code, second.session_id, _answered(second)) == (0, 0, [0])
-    assert _metric(one, "tierlog_fetch_sessions") == 1
-    assert _metric(one, "tierlog_fetch_session_evictions_total") == 0
+    assert one.metric("tierlog_fetch_sessions") == 1
+    assert one.metric("tierlog_fetch_session_evictions_total") == 0
     with WireConnection.to_bootstrap(none.bootstrap) as c:
         full = _fetch(c, 0, 0, {0: 0, 1: 0})
         assert (full.error_code, full.session_id, _answered(full)) == (0, 0, [0, 1])
-    assert _metric(none, "tierlog_fetch_sessions") == 0
+    assert none.metric("tierlog_fetch_sessions") == 0

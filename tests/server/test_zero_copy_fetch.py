@@ -8,10 +8,8 @@ from __future__ import annotations
 import socket
 import struct
 import time
-import urllib.request
 
 import confluent_kafka as ck
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.wire import fetch_fields, fetch_partition, offsets_and_values
@@ -23,17 +21,6 @@ from tierlog.protocol.codec import decode_response, encode_request, request_sche
 SENT = "tierlog_fetch_records_sendfile_bytes_total"
 COPIED = "tierlog_fetch_records_copied_bytes_total"
 VALUE = 1000
-
-
-def _metric(b: BrokerProcess, name: str) -> float:
-    with urllib.request.urlopen(b.metrics_url + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return sum(
-        float(s.value)
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name
-    )
 
 
 def _produce(b: BrokerProcess, topic: str, count: int) -> list[bytes]:
@@ -74,8 +61,8 @@ def test_a_consumer_gets_every_record_sent_from_the_log_file(broker: BrokerProce
     finally:
         consumer.close()
     assert got == list(enumerate(values))
-    assert _metric(broker, SENT) >= _log_bytes(broker, "zc")
-    assert _metric(broker, COPIED) == 0
+    assert broker.metric(SENT) >= _log_bytes(broker, "zc")
+    assert broker.metric(COPIED) == 0
 
 
 def _fetch_frame(correlation_id: int, offset: int) -> bytes:
@@ -109,7 +96,7 @@ def test_responses_a_slow_client_leaves_unread_arrive_whole_in_order_from_the_fi
     values = _produce(broker, "zc", 4000)
     # 64 responses of 256 KiB: more than a socket's send buffer grows to (4 MiB here)
     offsets = [(i * 250) % 4000 for i in range(64)]
-    before = _metric(broker, SENT)
+    before = broker.metric(SENT)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)  # fills at once
     sock.settimeout(30)
@@ -124,5 +111,5 @@ def test_responses_a_slow_client_leaves_unread_arrive_whole_in_order_from_the_fi
         got = offsets_and_values(records)
         assert got[0][0] <= offset < got[-1][0]
         assert got == [(o, values[o]) for o in range(got[0][0], got[-1][0] + 1)]
-    assert _metric(broker, SENT) - before >= sum(len(r) for r in answers)
-    assert _metric(broker, COPIED) == 0
+    assert broker.metric(SENT) - before >= sum(len(r) for r in answers)
+    assert broker.metric(COPIED) == 0
