@@ -55,8 +55,8 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "tierlog_fetch_records_copied_bytes_total",
         "counter",
         "",
-        "Record bytes of local-log Fetch responses read into memory instead (the socket "
-        "buffer was full, or the transport cannot take sendfile).",
+        "Record bytes of local-log Fetch responses read into memory instead (a transport "
+        "that is not plain TCP, or a file system without sendfile).",
     ),
     MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."

@@ -5,7 +5,8 @@ Kafka sends such ranges from the page cache to the socket without reading them
 (``FileRecords.writeTo``), and so does this writer where the transport is a plain TCP one
 (uvloop's, or asyncio's selector transport), whose socket carries the protocol's bytes as
 written. A TLS transport needs them encrypted, so there they are read and written through
-the transport (counted as copied).
+the transport, and a file system that cannot ``sendfile`` (``EINVAL``, ``ENOSYS``) gets
+them read and written to the socket (both counted as copied).
 
 A reply with a region is written to the socket by this writer alone, in order: its buffers
 with ``writev``, its regions with ``sendfile``, after whatever the transport still buffers
@@ -27,6 +28,7 @@ client fetches again, as Kafka closes it when a ``FileRecords`` shrank during it
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 from collections.abc import Sequence
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: Transport classes whose socket carries the protocol's bytes as written (no TLS layer).
 _PLAIN_TRANSPORTS = frozenset({"TCPTransport", "_SelectorSocketTransport"})
+
+#: What ``sendfile`` answers where the file system cannot splice the file to a socket.
+_SENDFILE_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 #: Buffers per ``writev`` call, below every platform's IOV_MAX.
 _IOV_MAX = 512
@@ -120,6 +125,10 @@ class ReplyWriter:
                 except BlockingIOError:
                     await _writable(sock)
                     continue
+                except OSError as e:
+                    if e.errno not in _SENDFILE_UNSUPPORTED or region.fd < 0:
+                        raise
+                    break  # a file system without sendfile: the rest is read and written
                 if n == 0:
                     raise _RegionCut(f"{region!r}: the file ends {size - sent} bytes short")
                 sent += n
@@ -129,6 +138,13 @@ class ReplyWriter:
             raise
         finally:
             self._sent_from_file.inc(sent)
+        if sent < size:
+            try:
+                rest = region.read(sent)
+            except OSError as e:
+                raise _RegionCut(f"{region!r}: {e}") from e
+            self._copied.inc(len(rest))
+            await _send_buffers(sock, [rest])
 
     def _write_copied(self, transport: asyncio.Transport, reply: Sequence[ResponsePart]) -> bool:
         out: list[Buffer] = []
