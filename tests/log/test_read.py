@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import pytest
@@ -185,16 +186,30 @@ def test_a_zero_copy_read_reads_batch_headers_not_batches(make_manager: ManagerF
     assert read < 4096  # headers only: five walked to the offset, four to the range's end
 
 
-def test_a_file_slice_of_a_closed_or_truncated_segment_cannot_be_read(
+def test_a_file_slice_outlives_its_deleted_and_closed_segment(
     make_manager: ManagerFactory,
 ) -> None:
+    """Retention may delete and close a segment between the read that made a slice and the
+    slice's send: the file stays open for the slice, and closes when the slice is gone."""
+    part = filled(make_manager, cfg=LogConfig(index_interval_bytes=200, segment_bytes=2_000))
+    expected = part.read(0, 500).to_bytes()
+    (chunk,) = part.read(0, 500, zero_copy=True).chunks
+    assert isinstance(chunk, FileSlice)
+    fd = chunk.fd
+    part.close()
+    for path in part.dir.glob("*.log"):
+        path.unlink()
+    assert bytes(chunk) == expected
+    del chunk
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_a_file_slice_of_a_truncated_segment_cannot_be_read(make_manager: ManagerFactory) -> None:
     part = filled(make_manager)
     (chunk,) = part.read(0, 500, zero_copy=True).chunks
     assert isinstance(chunk, FileSlice)
     assert bytes(chunk) == part.read(0, 500).to_bytes()
     part.truncate_to(4)  # the slice reaches past the first batch (offsets 0-3)
-    with pytest.raises(SliceUnavailable):
-        chunk.read()
-    part.close()
     with pytest.raises(SliceUnavailable):
         chunk.read()

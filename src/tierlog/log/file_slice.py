@@ -3,31 +3,46 @@
 Kafka answers a consumer from the page cache with ``sendfile(2)`` (``FileRecords.writeTo``):
 the records never pass through the broker's memory. A hot Fetch here does the same: the log
 returns a ``FileSlice`` (whole batches, their end found from the offset index and a few
-batch headers) and the connection sends it with ``os.sendfile`` when the socket can take it
-(``tierlog.server.reply_writer``), or reads it into memory when it cannot.
+batch headers) and the connection sends it with ``os.sendfile``
+(``tierlog.server.reply_writer``).
 
-The slice names its segment, not a file descriptor: the descriptor is looked up when the
-bytes are sent, so a segment closed in between (deleted, truncated away, swapped by the
-cleaner) is seen as closed (``fd`` -1) rather than as whatever file reused the number.
-Bytes a truncation removed in between are missing when sent; the connection is then closed,
-as Kafka closes it when a ``FileRecords`` shrank under a send.
+A slice is sent after the read that made it, sometimes much later (the same Fetch's remote
+reads, a client that reads slowly), and meanwhile retention may delete its segment. So the
+descriptor is an ``OpenFile`` that the segment and each of its slices refer to, closed when
+the last of them lets go: a deleted segment's slices are still sent whole (its file is
+unlinked but open, as Kafka keeps it for ``file.delete.delay.ms``), and no slice can see
+its descriptor's number reused by another file. Only a truncation takes bytes from under a
+slice; they are then missing when it is sent, and the connection is closed, as Kafka closes
+it when a ``FileRecords`` shrank during its send.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Protocol
 
 
-class _OpenFile(Protocol):
-    @property
-    def fd(self) -> int:
-        """The open ``.log`` file, or -1 once closed."""
-        ...
+class OpenFile:
+    """An open descriptor closed when the last object referring to it is gone.
+
+    Its users (a segment, the slices of it in replies not yet sent) are not ordered: a
+    segment may close before its slices are sent, or after. CPython frees an object when
+    its last reference goes, so the descriptor closes at that moment, not at some later
+    collection; a segment that closes with no slice outstanding closes it at once."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass  # nothing to recover; the descriptor is gone either way
 
 
 class SliceUnavailable(OSError):
-    """The slice's bytes can no longer be read whole: its segment was closed or truncated."""
+    """The slice's bytes can no longer be read whole: its segment was truncated."""
 
 
 class FileSlice:
@@ -36,7 +51,7 @@ class FileSlice:
 
     __slots__ = ("_file", "next_offset", "position", "size")
 
-    def __init__(self, file: _OpenFile, position: int, size: int, next_offset: int) -> None:
+    def __init__(self, file: OpenFile, position: int, size: int, next_offset: int) -> None:
         self._file = file
         self.position = position
         self.size = size
@@ -50,16 +65,15 @@ class FileSlice:
 
     @property
     def fd(self) -> int:
-        """The file's descriptor now (-1 once its segment is closed)."""
+        """The file's descriptor, open as long as this slice exists."""
         return self._file.fd
 
     def read(self, skip: int = 0) -> bytes:
         """The slice's bytes from ``skip`` on, read into memory; raises ``SliceUnavailable``
         when they cannot all be read."""
         want = self.size - skip
-        fd = self.fd
         try:
-            data = os.pread(fd, want, self.position + skip) if fd >= 0 else b""
+            data = os.pread(self._file.fd, want, self.position + skip)
         except OSError as e:
             raise SliceUnavailable(f"{self!r}: {e}") from e
         if len(data) != want:

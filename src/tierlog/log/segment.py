@@ -14,6 +14,7 @@ never does, and the entry points at the batch's position under its *last* offset
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.log.config import LogConfig
-from tierlog.log.file_slice import FileSlice
+from tierlog.log.file_slice import FileSlice, OpenFile
 from tierlog.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from tierlog.log.names import (
     DELETED_SUFFIX,
@@ -77,7 +78,10 @@ class LogSegment:
         self.txn_index_path = directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX)
         self.txn_index = TransactionIndex(self.txn_index_path)
         self.max_index_size = config.segment_index_bytes
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file: OpenFile | None = OpenFile(
+            os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        )
+        self.fd = self._file.fd
         self.size = os.fstat(self.fd).st_size
         self.indexes_missing = self.size > 0 and not (
             self.index_path.exists() and self.time_index_path.exists()
@@ -356,13 +360,16 @@ class LogSegment:
     ) -> tuple[BatchHeader, FileSlice] | None:
         """What ``read`` returns, as a range of the file rather than its bytes: the batches
         are only sent, so only the headers that place the range's ends are read."""
+        file = self._file
+        if file is None:  # as ``read`` fails on a closed segment
+            raise OSError(errno.EBADF, f"segment {self.base_offset} is closed")
         first = self.translate_offset(offset, max_position)
         if first is None:
             return None
         budget = max(max_size, first.size) if min_one_message else max_size
         limit = min(max_position, first.position + budget)
         end, next_offset = self._last_whole_batch_end(first, limit)
-        return first, FileSlice(self, first.position, end - first.position, next_offset)
+        return first, FileSlice(file, first.position, end - first.position, next_offset)
 
     def _last_whole_batch_end(self, first: BatchHeader, limit: int) -> tuple[int, int]:
         """The end of the last whole batch from ``first`` up to file position ``limit``, and
@@ -448,8 +455,9 @@ class LogSegment:
         return renamed
 
     def close(self) -> None:
+        """Close the indexes and let go of the ``.log`` file: it closes now, or once the
+        last ``FileSlice`` of it still waiting to be sent is gone."""
         self.offset_index.close()
         self.time_index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.fd = -1
+        self._file = None

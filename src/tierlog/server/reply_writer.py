@@ -20,9 +20,10 @@ the transport's own) and goes on. A client that reads slowly therefore holds no
 records in the broker's memory, only its place in the file, and its connection handles
 nothing else meanwhile, as it would behind a full transport buffer.
 
-A region whose file was closed or truncated after the read that made it cannot be sent
-whole, and its length is already in the response: the connection is then closed, and the
-client fetches again, as Kafka closes it when a ``FileRecords`` shrank during its send.
+A region's file stays open while the region exists (``tierlog.log.file_slice``), but a
+truncation after the read that made it can leave it short, and its length is already in
+the response: the connection is then closed, and the client fetches again, as Kafka closes
+it when a ``FileRecords`` shrank during its send.
 """
 
 from __future__ import annotations
@@ -126,16 +127,12 @@ class ReplyWriter:
                     await _writable(sock)
                     continue
                 except OSError as e:
-                    if e.errno not in _SENDFILE_UNSUPPORTED or region.fd < 0:
+                    if e.errno not in _SENDFILE_UNSUPPORTED:
                         raise
                     break  # a file system without sendfile: the rest is read and written
                 if n == 0:
                     raise _RegionCut(f"{region!r}: the file ends {size - sent} bytes short")
                 sent += n
-        except OSError as e:
-            if region.fd < 0:
-                raise _RegionCut(f"{region!r}: its file was closed") from e
-            raise
         finally:
             self._sent_from_file.inc(sent)
         if sent < size:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
@@ -92,14 +90,7 @@ class ObjectStoreBroker:
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the broker's samples called ``name`` whose labels include ``labels``."""
-        with urllib.request.urlopen(self.broker.metrics_url + "/metrics", timeout=10) as r:
-            text = r.read().decode()
-        return sum(
-            float(sample.value)
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-        )
+        return self.broker.metric(name, **labels)
 
     def local_segments(self, topic: str, partition: int) -> list[int]:
         d = self.broker.log_dir / f"{topic}-{partition}"
