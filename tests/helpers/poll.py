@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -22,6 +23,20 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}")
         time.sleep(interval_s)
+        last = predicate()
+    return last
+
+
+async def wait_until_async(
+    predicate: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.01
+) -> T:
+    """``wait_until`` inside an event loop: the loop keeps running between the looks."""
+    deadline = time.monotonic() + timeout_s
+    last = predicate()
+    while not last:
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {predicate}")
+        await asyncio.sleep(interval_s)
         last = predicate()
     return last
 

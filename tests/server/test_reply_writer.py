@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
+from tests.helpers.poll import wait_until_async
 from tests.helpers.wire import frame
 from tierlog.log.file_slice import FileSlice, OpenFile
 from tierlog.protocol.fetch_response import ResponsePart
@@ -197,15 +198,10 @@ def test_a_client_that_resets_mid_reply_leaves_no_descriptor_behind(tmp_path: Pa
         client.setblocking(False)
         await loop.sock_connect(client, server.sockets[0].getsockname())
         await loop.sock_sendall(client, frame(b"request"))
-        deadline = loop.time() + 10
-        while _open_fds() < baseline + 3 and loop.time() < deadline:  # client, server, dup
-            await asyncio.sleep(0.01)
-        assert _open_fds() == baseline + 3
+        await wait_until_async(lambda: _open_fds() == baseline + 3, 10)  # client, server, dup
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()  # a reset
-        while (_open_fds() > baseline or connections) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        assert (_open_fds(), connections) == (baseline, set())
+        await wait_until_async(lambda: _open_fds() == baseline and not connections, 10)
         assert 0 < sent.total < 4 * len(DATA)
         server.close()
 
