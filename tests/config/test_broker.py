@@ -47,6 +47,9 @@ from tierlog.server.log_configs import log_config_for
             {"remote.log.metadata.manager.listener.name": "NOPE"},
             "remote.log.metadata.manager.listener.name",
         ),
+        ({"connections.max.idle.ms": "0"}, "connections.max.idle.ms"),
+        ({"connections.max.idle.ms": "-2"}, "connections.max.idle.ms"),
+        ({"connections.max.idle.ms": "abc"}, "connections.max.idle.ms"),
     ],
 )
 def test_invalid_broker_config_names_the_key(raw: dict[str, str], key: str) -> None:
@@ -72,7 +75,17 @@ def test_broker_defaults_synonyms_and_passthrough(tmp_path: Path) -> None:
     assert eff["segment.ms"] == 7 * 24 * 3600 * 1000
 
 
-def test_serve_refuses_unknown_key_at_startup(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("log.retention.hourz=1", "log.retention.hourz"),
+        ("connections.max.idle.ms=0", "connections.max.idle.ms"),
+        ("connections.max.idle.ms=abc", "connections.max.idle.ms"),
+    ],
+)
+def test_serve_refuses_unknown_key_or_invalid_value_at_startup(
+    tmp_path: Path, override: str, key: str
+) -> None:
     out = subprocess.run(
         [
             sys.executable,
@@ -82,7 +95,7 @@ def test_serve_refuses_unknown_key_at_startup(tmp_path: Path) -> None:
             "--override",
             "log.dirs=" + str(tmp_path),
             "--override",
-            "log.retention.hourz=1",
+            override,
         ],
         capture_output=True,
         check=False,
@@ -90,7 +103,13 @@ def test_serve_refuses_unknown_key_at_startup(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 2
-    assert "log.retention.hourz" in out.stderr
+    assert key in out.stderr
+
+
+def test_connections_max_idle_ms_has_kafkas_default_and_minus_one_disables() -> None:
+    assert load_broker_config({}).connections_max_idle_ms == 600_000
+    assert load_broker_config({"connections.max.idle.ms": "-1"}).connections_max_idle_ms == -1
+    assert load_broker_config({"connections.max.idle.ms": "1"}).connections_max_idle_ms == 1
 
 
 def test_broker_default_policy_may_be_compact() -> None:

@@ -22,6 +22,8 @@ __all__ = [
     "frame",
     "offsets_and_values",
     "raw_connection",
+    "recv_exact",
+    "recv_frame",
 ]
 
 #: ListOffsets' special timestamps (KIP-405 added the last two, in versions 8 and 9).
@@ -44,6 +46,23 @@ def connection_closed(sock: socket.socket, timeout_s: float = 10.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from ``sock``; fails if the peer closes first. Each ``recv`` asks for at
+    most 1 MiB, since Python allocates what it asks for."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        assert chunk, f"connection closed after {len(buf)} of {n} bytes"
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed frame from ``sock``, without its size."""
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
 
 
 def frame(payload: bytes) -> bytes:

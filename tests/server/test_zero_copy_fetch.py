@@ -6,13 +6,12 @@ records into memory)."""
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
 import confluent_kafka as ck
 
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.wire import fetch_fields, fetch_partition, offsets_and_values
+from tests.helpers.wire import fetch_fields, fetch_partition, offsets_and_values, recv_frame
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
@@ -73,15 +72,6 @@ def _fetch_frame(correlation_id: int, offset: int) -> bytes:
     return encode_request(ApiKey.FETCH, 12, correlation_id, "zc-test", body)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return bytes(buf)
-
-
 def _records(frame: bytes, correlation_id: int) -> bytes:
     corr, body = decode_response(ApiKey.FETCH, 12, frame)
     assert corr == correlation_id
@@ -105,8 +95,7 @@ def test_responses_a_slow_client_leaves_unread_arrive_whole_in_order_from_the_fi
         sock.sendall(b"".join(_fetch_frame(i, o) for i, o in enumerate(offsets)))
         answers = []
         for i in range(len(offsets)):
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-            answers.append(_records(_recv_exact(sock, size), i))
+            answers.append(_records(recv_frame(sock), i))
     for offset, records in zip(offsets, answers, strict=True):
         got = offsets_and_values(records)
         assert got[0][0] <= offset < got[-1][0]

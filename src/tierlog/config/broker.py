@@ -94,6 +94,11 @@ class BrokerConfig:
         return int(self.values["socket.request.max.bytes"])
 
     @property
+    def connections_max_idle_ms(self) -> int:
+        """-1: idle connections are never closed."""
+        return int(self.values["connections.max.idle.ms"])
+
+    @property
     def fetch_max_bytes(self) -> int:
         return int(self.values["fetch.max.bytes"])
 

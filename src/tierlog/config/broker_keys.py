@@ -56,6 +56,15 @@ BROKER_KEYS.add(
         at_least(1),
     ),
     K(
+        "connections.max.idle.ms",
+        LONG,
+        600000,
+        "A client connection with no bytes read or written for this long is closed; one "
+        "whose request is still being handled (a Fetch waiting for data) is not idle. -1 "
+        "never closes (Kafka: any negative value; 0 and other negatives are refused here).",
+        minus_one_or_at_least(1),
+    ),
+    K(
         "metrics.listener",
         STR,
         "http://127.0.0.1:9404",

@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 READY_PREFIX = "tierlog ready:"
 SHUTDOWN_GRACE_S = 10.0
 RETENTION_STEP = 16  # partitions per retention slice between yields to the loop
+#: Bounds of the idle-connection sweep's period (a quarter of connections.max.idle.ms):
+#: at most 30 s late with Kafka's 10 min, and not a busy loop with a tiny setting.
+IDLE_SWEEP_MIN_MS = 100
+IDLE_SWEEP_MAX_MS = 30_000
 
 
 async def _apply_topic_config(
@@ -191,6 +195,15 @@ class Broker:
         )
         self._tasks.append(loop.create_task(self._flush_rolled_segments(logs)))
         self._tasks.append(loop.create_task(self._trim_native_memory()))
+        if cfg.connections_max_idle_ms >= 0:
+            self._tasks.append(
+                loop.create_task(
+                    self._every(
+                        idle_sweep_interval_ms(cfg.connections_max_idle_ms),
+                        self._close_idle_connections,
+                    )
+                )
+            )
         heap_dir = heap_profile.requested()
         if heap_dir is not None:
             self._tasks.append(loop.create_task(heap_profile.run(heap_dir)))
@@ -281,6 +294,28 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
+    async def _close_idle_connections(self) -> None:
+        """Abort every connection without I/O progress for ``connections.max.idle.ms``
+        (``KafkaConnection.idle_for``). One sweep for all connections instead of a timer
+        each, so a connection is closed up to one sweep period (``idle_sweep_interval_ms``)
+        after its idle time ran out. Aborted, not closed: a graceful close would wait for
+        the very client that stopped reading, and the response it pins is what closing
+        frees."""
+        max_idle_ms = self.config.connections_max_idle_ms
+        now = asyncio.get_running_loop().time()
+        for c in list(self._connections):
+            idle_s = c.idle_for(now)
+            if idle_s * 1000 <= max_idle_ms:
+                continue
+            log.info(
+                "closing connection from %s: idle for %.1fs (connections.max.idle.ms=%d)",
+                c.peer,
+                idle_s,
+                max_idle_ms,
+            )
+            self.metrics.idle_connections_closed.inc()
+            c.abort()
+
     async def _flush_rolled_segments(self, logs: LogManager) -> None:
         """fsync rolled segments off the loop, every second (Kafka does it on its scheduler
         right after each roll); the recovery point follows each flush."""
@@ -322,6 +357,12 @@ class Broker:
                 yield PartitionStats(
                     t.name, p, int(plog.size), int(plog.log_start_offset), int(plog.log_end_offset)
                 )
+
+
+def idle_sweep_interval_ms(max_idle_ms: int) -> int:
+    """How often idle connections are looked for: a quarter of the idle time, within
+    ``IDLE_SWEEP_MIN_MS`` .. ``IDLE_SWEEP_MAX_MS``."""
+    return min(max(max_idle_ms // 4, IDLE_SWEEP_MIN_MS), IDLE_SWEEP_MAX_MS)
 
 
 async def run_broker(config: BrokerConfig) -> None:

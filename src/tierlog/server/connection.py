@@ -8,19 +8,35 @@ reader cannot make us buffer unbounded responses): the next request is not even 
 until the previous response has drained below the mark, so a connection holds at most one
 response beyond the mark. A response with records in a log file is written by the
 ``ReplyWriter``, which waits for the socket itself and returns once all of it is sent.
+
+A connection also knows how long it has been idle (``connections.max.idle.ms``): the loop
+time of its last I/O progress is one ``IoProgress`` stamped when bytes arrive, when a
+handler finishes, when the transport's buffer drops below its low-water mark
+(``resume_writing``) and when the reply writer finds its full socket writable again.
+Between those marks a reply drains without telling us: a full socket becomes writable
+only once half of its send queue is gone, which a client reading slowly behind a 4 MiB
+queue takes seconds to free, and the last bytes of a reply leave the kernel's queue after
+the broker wrote them. So the broker's sweep also looks at the output still pending (the
+transport's buffer, plus the kernel's send queue while a reply is being written and until
+that queue is empty) and counts any decrease since its last look as progress. A
+connection stalled behind a client that stopped reading is therefore idle, however much
+it has queued for that client, and one whose client reads slowly is not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import logging
+import sys
+import termios
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.framing import FrameError, FrameSplitter
-from tierlog.server.reply_writer import ReplyWriter, sendfile_socket
+from tierlog.server.reply_writer import IoProgress, ReplyWriter, sendfile_socket
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +76,10 @@ class KafkaConnection(asyncio.Protocol):
         self._registry = registry
         self._info = ConnectionInfo("?")
         self._closing = False
+        self._progress = IoProgress(0.0)
+        self._handling = False
+        self._writing = False
+        self._pending_at_last_look = 0
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,9 +88,11 @@ class KafkaConnection(asyncio.Protocol):
         self._sock_fd = sendfile_socket(transport)
         peer = transport.get_extra_info("peername")
         self._info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?")
+        self._progress.at = asyncio.get_running_loop().time()
         self._registry.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self._progress.at = asyncio.get_running_loop().time()
         try:
             frames = self._splitter.feed(data)
         except FrameError as e:
@@ -98,6 +120,7 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.clear()
 
     def resume_writing(self) -> None:
+        self._progress.at = asyncio.get_running_loop().time()
         self._writable.set()
 
     # ---- request loop -------------------------------------------------------------------
@@ -115,6 +138,7 @@ class KafkaConnection(asyncio.Protocol):
             if self._reading_paused and len(self._queue) < _MAX_QUEUED_FRAMES // 2:
                 self._reading_paused = False
                 transport.resume_reading()
+            self._handling = True
             try:
                 reply = await self._handler(frame, self._info)
             except asyncio.CancelledError:
@@ -123,6 +147,9 @@ class KafkaConnection(asyncio.Protocol):
                 log.exception("request from %s failed; closing connection", self._info.peer)
                 self.abort()
                 return
+            finally:
+                self._handling = False
+                self._progress.at = asyncio.get_running_loop().time()
             if reply is None:
                 self.abort()
                 return
@@ -130,7 +157,12 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if self._closing:
                 return
-            if not await self._writer.write(transport, self._sock_fd, reply):
+            self._writing = True
+            try:
+                written = await self._writer.write(transport, self._sock_fd, reply, self._progress)
+            finally:
+                self._writing = False
+            if not written:
                 self.abort()
                 return
 
@@ -148,3 +180,47 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         return self._worker is not None and not self._worker.done()
+
+    @property
+    def peer(self) -> str:
+        return self._info.peer
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since this connection last moved bytes, as of loop time ``now``.
+
+        Gentler than Kafka, whose selector counts only socket activity, so that a request
+        parked longer than ``connections.max.idle.ms`` loses its connection: here a
+        connection whose request handler is running is never idle (0), whatever it waits
+        for (a Fetch in the purgatory, an acks=all Produce, a JoinGroup). The request has a
+        deadline of its own (``max_wait_ms``, a timeout), and cutting it would only make
+        the client retry. Its idle time starts when the handler returns."""
+        if self._handling:
+            return 0.0
+        pending = self._pending_output()
+        if pending < self._pending_at_last_look:
+            self._progress.at = now
+        self._pending_at_last_look = pending
+        return max(now - self._progress.at, 0.0)
+
+    def _pending_output(self) -> int:
+        """Bytes of replies the client has not taken yet: the transport's buffer, plus the
+        kernel's send queue while a reply is being written and until that queue is empty
+        (a system call, once per sweep, paid only by a connection with output in flight)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return 0
+        pending = transport.get_write_buffer_size()
+        in_flight = pending or self._writing or self._pending_at_last_look
+        if in_flight and self._sock_fd is not None:
+            pending += _kernel_send_queue(self._sock_fd)
+        return pending
+
+
+def _kernel_send_queue(fd: int) -> int:
+    """Bytes in a TCP socket's send queue not yet acknowledged by the peer (Linux's
+    SIOCOUTQ, which is TIOCOUTQ); 0 where the system does not say."""
+    try:
+        raw = fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4))
+    except OSError:
+        return 0
+    return int.from_bytes(raw, sys.byteorder, signed=True)

@@ -59,6 +59,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "that is not plain TCP, or a file system without sendfile).",
     ),
     MetricDoc(
+        "tierlog_idle_connections_closed_total",
+        "counter",
+        "",
+        "Client connections closed after connections.max.idle.ms without I/O progress "
+        "(no request being handled, no bytes read, none taken by the client).",
+    ),
+    MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
     ),
     MetricDoc(
@@ -297,6 +304,11 @@ class BrokerMetrics:
         self.records_copied = Counter(
             "tierlog_fetch_records_copied_bytes",
             "Record bytes of local-log Fetch responses read into memory instead.",
+            registry=self.registry,
+        )
+        self.idle_connections_closed = Counter(
+            "tierlog_idle_connections_closed",
+            "Client connections closed after connections.max.idle.ms without I/O progress.",
             registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}

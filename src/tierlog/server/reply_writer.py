@@ -20,6 +20,11 @@ the transport's own) and goes on. A client that reads slowly therefore holds no
 records in the broker's memory, only its place in the file, and its connection handles
 nothing else meanwhile, as it would behind a full transport buffer.
 
+Each time the socket, full, becomes writable again, the peer has taken bytes: the writer
+stamps the connection's ``IoProgress`` then, so a connection whose client reads a long
+response slowly is not idle (``connections.max.idle.ms``), and one whose client stopped
+reading is.
+
 A region's file stays open while the region exists (``tierlog.log.file_slice``), but a
 truncation after the read that made it can leave it short, and its length is already in
 the response: the connection is then closed, and the client fetches again, as Kafka closes
@@ -67,6 +72,19 @@ def sendfile_socket(transport: asyncio.BaseTransport) -> int | None:
     return None if os.get_blocking(fd) else fd  # a blocking send would stall the loop
 
 
+class IoProgress:
+    """The loop time (``loop.time()``) at which a connection last moved bytes.
+
+    One attribute that the connection and its reply writer overwrite as bytes come in or
+    go out, and that the broker's idle sweep reads: no timer, lock or system call per
+    write."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
 class ReplyWriter:
     """Writes replies for every connection of a broker and counts how region bytes went."""
 
@@ -75,10 +93,15 @@ class ReplyWriter:
         self._copied = copied
 
     async def write(
-        self, transport: asyncio.Transport, sock_fd: int | None, reply: Sequence[ResponsePart]
+        self,
+        transport: asyncio.Transport,
+        sock_fd: int | None,
+        reply: Sequence[ResponsePart],
+        progress: IoProgress | None = None,
     ) -> bool:
         """Write ``reply`` in order; False when a region could not be sent whole, or the
-        socket failed (close the connection: the response is cut)."""
+        socket failed (close the connection: the response is cut). ``progress`` is stamped
+        whenever the socket drained while this writer waited for it."""
         if all(isinstance(p, (bytes, bytearray, memoryview)) for p in reply):
             buffers = cast(Sequence[Buffer], reply)
             if len(buffers) == 1:
@@ -91,10 +114,12 @@ class ReplyWriter:
         if transport.is_closing():  # its descriptor may be closed, its number reused
             return False
         sock = os.dup(sock_fd)
+        if progress is None:
+            progress = IoProgress(0.0)
         try:
             while transport.get_write_buffer_size():  # an earlier reply's tail goes first
-                await _writable(sock)
-            await self._write_direct(sock, reply)
+                await _writable(sock, progress)
+            await self._write_direct(sock, reply, progress)
         except _RegionCut as e:
             log.warning("cannot send %s", e)
             return False
@@ -105,18 +130,20 @@ class ReplyWriter:
             os.close(sock)
         return True
 
-    async def _write_direct(self, sock: int, reply: Sequence[ResponsePart]) -> None:
+    async def _write_direct(
+        self, sock: int, reply: Sequence[ResponsePart], progress: IoProgress
+    ) -> None:
         pending: list[Buffer] = []
         for part in reply:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending.append(part)
                 continue
-            await _send_buffers(sock, pending)
+            await _send_buffers(sock, pending, progress)
             pending = []
-            await self._send_region(sock, part)
-        await _send_buffers(sock, pending)
+            await self._send_region(sock, part, progress)
+        await _send_buffers(sock, pending, progress)
 
-    async def _send_region(self, sock: int, region: FileRegion) -> None:
+    async def _send_region(self, sock: int, region: FileRegion, progress: IoProgress) -> None:
         size = len(region)
         sent = 0
         try:
@@ -124,7 +151,7 @@ class ReplyWriter:
                 try:
                     n = os.sendfile(sock, region.fd, region.position + sent, size - sent)
                 except BlockingIOError:
-                    await _writable(sock)
+                    await _writable(sock, progress)
                     continue
                 except OSError as e:
                     if e.errno not in _SENDFILE_UNSUPPORTED:
@@ -141,7 +168,7 @@ class ReplyWriter:
             except OSError as e:
                 raise _RegionCut(f"{region!r}: {e}") from e
             self._copied.inc(len(rest))
-            await _send_buffers(sock, [rest])
+            await _send_buffers(sock, [rest], progress)
 
     def _write_copied(self, transport: asyncio.Transport, reply: Sequence[ResponsePart]) -> bool:
         out: list[Buffer] = []
@@ -163,14 +190,14 @@ class _RegionCut(Exception):
     """A region's file no longer holds all of it."""
 
 
-async def _send_buffers(sock: int, buffers: list[Buffer]) -> None:
+async def _send_buffers(sock: int, buffers: list[Buffer], progress: IoProgress) -> None:
     """``writev`` all of ``buffers``, waiting whenever the socket is full."""
     views = [memoryview(b) for b in buffers if len(b)]
     while views:
         try:
             n = os.writev(sock, views[:_IOV_MAX])
         except BlockingIOError:
-            await _writable(sock)
+            await _writable(sock, progress)
             continue
         while n and n >= len(views[0]):
             n -= len(views.pop(0))
@@ -178,9 +205,10 @@ async def _send_buffers(sock: int, buffers: list[Buffer]) -> None:
             views[0] = views[0][n:]
 
 
-async def _writable(sock: int) -> None:
+async def _writable(sock: int, progress: IoProgress) -> None:
     """Until the socket (the writer's duplicate) can take more bytes, or has failed, which
-    the next send reports."""
+    the next send reports. Room in a socket that was full means the peer took bytes, which
+    is progress."""
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
     loop.add_writer(sock, _settle, ready)
@@ -188,6 +216,7 @@ async def _writable(sock: int) -> None:
         await ready
     finally:
         loop.remove_writer(sock)
+    progress.at = loop.time()
 
 
 def _settle(ready: asyncio.Future[None]) -> None:
