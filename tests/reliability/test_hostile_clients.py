@@ -64,8 +64,11 @@ def _raise_fd_limit(want: int) -> int:
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     _raise_fd_limit(20_000)  # the broker inherits it
+    # the witness and the idle connections must outlive a long (scaled) run: idle expiry
+    # has tests of its own (tests/server/test_idle_connections.py)
     b = BrokerProcess(
-        tmp_path_factory.mktemp("hostile"), {"socket.request.max.bytes": str(MAX_FRAME)}
+        tmp_path_factory.mktemp("hostile"),
+        {"socket.request.max.bytes": str(MAX_FRAME), "connections.max.idle.ms": "-1"},
     )
     b.start()
     must_create_topic(b.bootstrap, "big")
