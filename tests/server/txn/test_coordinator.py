@@ -472,3 +472,41 @@ def test_a_round_stuck_past_its_timeout_is_retried() -> None:
         assert stuck.is_set()
 
     run(body)
+
+
+def test_a_sender_replaces_a_connection_left_idle_past_its_limit() -> None:
+    """A round after the sender's connection sat unused past ``connection_max_idle_s`` makes
+    a new connection (and closes the old one) instead of failing on one the peer closed;
+    rounds within the limit reuse it."""
+
+    async def body(rig: Rig) -> None:
+        connects: list[object] = []
+        closed: list[object] = []
+
+        class Conn:
+            async def call(
+                self, api_key: ApiKey, version: int, timeout_s: float, **fields: Any
+            ) -> Any:
+                return await rig.leaders.call(api_key, version, timeout_s, **fields)
+
+            async def close(self) -> None:
+                closed.append(self)
+
+        async def connect(dest: Destination) -> Any:
+            conn = Conn()
+            connects.append(conn)
+            return conn
+
+        for max_idle_s, rounds_per_connection in ((3600.0, 2), (0.0, 1)):
+            connects.clear()
+            closed.clear()
+            channel = MarkerChannel(
+                lambda tp: LEADER, connect, retry_backoff_ms=1, connection_max_idle_s=max_idle_s
+            )
+            for pid in (1, 2):
+                assert await channel.write(0, pid, 0, True, 3, [TP0])
+            await channel.close()
+            assert len(connects) == 2 // rounds_per_connection
+            assert closed == connects  # the idle one at once, the last at close
+
+    run(body)

@@ -17,15 +17,17 @@ dropped only when the resolver says its topic is gone.
 
 Each destination broker has one sender task and one bounded queue (``queue_bound`` markers).
 A round (connect, send, answer) is bounded by twice ``request_timeout_s`` even when the
-connection's own timeouts do not cover a step. A sender never dies of a failed round: any
-error sends that round's markers back through resolution; if it ends anyway, its queue is
-re-routed and the next marker for that destination starts a new sender. When a destination's
-queue is full, ``write`` waits for room: the EndTxn that led to it was already answered, so
-what waits is only that transaction's completion (its id keeps answering
-CONCURRENT_TRANSACTIONS), never a request handler or the event loop. A sender sends one
-WriteTxnMarkers per round with every marker queued for it, grouped by transaction.
-``drop_owner`` cancels the queued markers of a ``__transaction_state`` partition this broker
-no longer leads: the new coordinator resends them.
+connection's own timeouts do not cover a step; a connection left unused longer than
+``connection_max_idle_s`` (Kafka clients' 9 min) is closed and replaced before the next
+round, as the peer would close it as idle at its own 10 min. A sender never dies of a
+failed round: any error sends that round's markers back through resolution; if it ends
+anyway, its queue is re-routed and the next marker for that destination starts a new
+sender. When a destination's queue is full, ``write`` waits for room: the EndTxn that led
+to it was already answered, so what waits is only that transaction's completion (its id
+keeps answering CONCURRENT_TRANSACTIONS), never a request handler or the event loop. A
+sender sends one WriteTxnMarkers per round with every marker queued for it, grouped by
+transaction. ``drop_owner`` cancels the queued markers of a ``__transaction_state``
+partition this broker no longer leads: the new coordinator resends them.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ WRITE_TXN_MARKERS_VERSION = 1
 DEFAULT_QUEUE_BOUND = 10_000
 DEFAULT_RETRY_BACKOFF_MS = 100
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
+#: A sender's connection unused this long is closed and a new one made for its next round:
+#: Kafka clients' ``connections.max.idle.ms`` (9 min), below the brokers' (10 min), so a
+#: round never starts on a connection the peer has just closed as idle and then waits out a
+#: failure and a retry backoff.
+DEFAULT_CONNECTION_MAX_IDLE_S = 540.0
 
 _RETRIABLE = frozenset(
     {
@@ -129,9 +136,11 @@ class MarkerChannel:
         queue_bound: int = DEFAULT_QUEUE_BOUND,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        connection_max_idle_s: float = DEFAULT_CONNECTION_MAX_IDLE_S,
     ) -> None:
         self._resolve = resolve
         self._connect = connect
+        self._max_idle_s = connection_max_idle_s
         self._queue_bound = queue_bound
         self._backoff_s = retry_backoff_ms / 1000
         self._timeout_s = request_timeout_s
@@ -255,6 +264,8 @@ class MarkerChannel:
     async def _send_loop(self, dest: Destination) -> None:
         queue = self._queues[dest]
         conn: Connection | None = None
+        used_at = 0.0
+        loop = asyncio.get_running_loop()
         failing = ""
         try:
             while True:
@@ -264,6 +275,9 @@ class MarkerChannel:
                 jobs = [j for j in jobs if not j.future.done()]
                 if not jobs:
                     continue
+                if conn is not None and loop.time() - used_at > self._max_idle_s:
+                    await _closed(conn)
+                    conn = None
                 try:
                     async with asyncio.timeout(2 * self._timeout_s):
                         if conn is None:
@@ -274,6 +288,7 @@ class MarkerChannel:
                             self._timeout_s,
                             markers=_request_markers(jobs),
                         )
+                    used_at = loop.time()
                     self.sent_requests += 1
                     failing = ""
                     self._handle(jobs, response)
