@@ -30,6 +30,7 @@ from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
+from tierlog.server.connection_limits import ConnectionLimits
 from tierlog.server.fetch_metrics import FetchCollector
 from tierlog.server.fetch_sessions import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
@@ -121,15 +122,16 @@ class Broker:
         host = listener.host or "0.0.0.0"
         router = Router(self.metrics)
         writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
+        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(
-                router.handle, cfg.socket_request_max_bytes, self._connections, writer
+                router.handle, cfg.socket_request_max_bytes, self._connections, writer, limits
             ),
             host,
             listener.port,
             reuse_address=True,
-            backlog=512,
+            backlog=int(cfg.get("socket.listen.backlog.size")),
         )
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))

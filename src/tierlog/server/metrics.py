@@ -59,6 +59,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "that is not plain TCP, or a file system without sendfile).",
     ),
     MetricDoc(
+        "tierlog_connections_refused_total",
+        "counter",
+        "reason",
+        "Connections closed right after the accept because a limit was reached: reason "
+        "max_connections_per_ip (max.connections.per.ip and its overrides) or max_connections.",
+    ),
+    MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
     ),
     MetricDoc(
@@ -297,6 +304,12 @@ class BrokerMetrics:
         self.records_copied = Counter(
             "tierlog_fetch_records_copied_bytes",
             "Record bytes of local-log Fetch responses read into memory instead.",
+            registry=self.registry,
+        )
+        self.connections_refused = Counter(
+            "tierlog_connections_refused",
+            "Connections closed right after the accept because a limit was reached.",
+            ["reason"],
             registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}
