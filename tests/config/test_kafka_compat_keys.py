@@ -4,6 +4,9 @@ that applies them (log config, group coordinator, connection limits)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -284,3 +287,29 @@ def test_override_host_names_resolve_at_start() -> None:
     with pytest.raises(ConfigError) as e:
         resolve_overrides({"no-such-host.invalid": 1})
     assert e.value.key == "max.connections.per.ip.overrides"
+
+
+def test_serve_stops_on_an_unresolvable_override_host(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierlog",
+            "serve",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            "metrics.listener=",
+            "--override",
+            "max.connections.per.ip.overrides=no-such-host.invalid:3",
+        ],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "max.connections.per.ip.overrides" in out.stderr
+    assert "no-such-host.invalid" in out.stderr

@@ -87,6 +87,8 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
+        # Resolves the override host names: a bad one stops the start before any recovery.
+        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         log_dirs = cfg.log_dirs
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -122,7 +124,6 @@ class Broker:
         host = listener.host or "0.0.0.0"
         router = Router(self.metrics)
         writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
-        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(
