@@ -523,6 +523,9 @@ def serve(a: argparse.Namespace) -> int:
 
     try:
         run(config)
+    except ConfigError as e:
+        print(f"tierlog: config error: {e}", file=sys.stderr)
+        return 2
     except TieringStartupError as e:
         print(f"tierlog: tiered storage cannot start: {e}", file=sys.stderr)
         return 1

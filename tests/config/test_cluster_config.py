@@ -99,9 +99,18 @@ def test_broker_id_is_an_alias_of_node_id() -> None:
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"offsets.topic.replication.factor": "0"}, "offsets.topic.replication.factor"),
         (
-            {"replica.fetch.wait.max.ms": "40000", "replica.lag.time.max.ms": "30000"},
+            {
+                "replica.fetch.wait.max.ms": "40000",
+                "replica.lag.time.max.ms": "30000",
+                "replica.socket.timeout.ms": "60000",
+            },
             "replica.fetch.wait.max.ms",
         ),
+        (
+            {"replica.fetch.wait.max.ms": "20000", "replica.socket.timeout.ms": "10000"},
+            "replica.socket.timeout.ms",
+        ),
+        ({"broker.id": "1001"}, "broker.id"),
     ],
 )
 def test_invalid_values_name_the_key(raw: dict[str, str], key: str) -> None:

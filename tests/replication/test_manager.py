@@ -26,7 +26,11 @@ async def test_a_fetcher_left_without_partitions_is_closed(tmp_path: Path) -> No
     """Kafka's ``shutdownIdleFetcherThreads``: an idle fetcher would keep a connection to a
     broker that may restart, and fail on it the next time that broker leads."""
     async with replica_manager(
-        tmp_path, {TOPIC: 1}, replica_fetch_wait_max_ms="60000", replica_lag_time_max_ms="60000"
+        tmp_path,
+        {TOPIC: 1},
+        replica_fetch_wait_max_ms="60000",
+        replica_lag_time_max_ms="60000",
+        replica_socket_timeout_ms="60000",
     ) as m:
         _apply(m, 2, 1)
         (fetcher,) = m._fetchers.values()
@@ -45,7 +49,11 @@ async def test_a_wait_for_a_leader_epoch_ends_when_the_epoch_is_applied(tmp_path
     waits for the epoch (here bounded by a 60 s ``replica.fetch.wait.max.ms``) and ends as
     soon as the state is applied, not at the bound."""
     async with replica_manager(
-        tmp_path, {TOPIC: 1}, replica_fetch_wait_max_ms="60000", replica_lag_time_max_ms="60000"
+        tmp_path,
+        {TOPIC: 1},
+        replica_fetch_wait_max_ms="60000",
+        replica_lag_time_max_ms="60000",
+        replica_socket_timeout_ms="60000",
     ) as m:
         _apply(m, 2, 1)
         waiting = asyncio.create_task(m.wait_for_leader_epoch(TOPIC, 0, 2))

@@ -7,13 +7,19 @@ they do nothing in a single-process broker.
 
 from __future__ import annotations
 
+from typing import Any
+
+from tierlog.config.connection_quotas import connection_overrides_problem
 from tierlog.config.definitions import (
     BOOL,
+    CLASS,
     DBL,
     INT,
+    INT_MAX,
     LIST,
     LONG,
     LONG_MAX,
+    PASSWORD,
     SHORT,
     STR,
     ConfigKey,
@@ -22,13 +28,29 @@ from tierlog.config.definitions import (
     between,
     each_of,
     minus_one_or_at_least,
+    no_java_class,
+    no_java_class_but_jmx,
     non_empty,
     one_of,
+)
+from tierlog.config.kafka_versions import (
+    DEFAULT_INTER_BROKER_PROTOCOL_VERSION,
+    DEFAULT_MESSAGE_FORMAT_VERSION,
+    kafka_version_problem,
 )
 from tierlog.config.zookeeper_connect import zookeeper_connect_problem
 
 RSM_PREFIX_KEY = "remote.log.storage.manager.impl.prefix"
 RLMM_PREFIX_KEY = "remote.log.metadata.manager.impl.prefix"
+
+
+def _no_zookeeper_acls(value: Any) -> str | None:
+    """ZooKeeper ACLs need an authenticated ZooKeeper session, which tierlog does not open:
+    znodes it created would be left open while the operator believes them protected."""
+    if value:
+        return "tierlog does not authenticate to ZooKeeper, so it cannot set ACLs on znodes"
+    return None
+
 
 BROKER_KEYS = KeyRegistry()
 K = ConfigKey
@@ -47,6 +69,41 @@ BROKER_KEYS.add(
         LIST,
         None,
         "Addresses given to clients in Metadata; defaults to listeners.",
+    ),
+    K(
+        "socket.listen.backlog.size",
+        INT,
+        512,
+        "Pending connections the listening socket queues (the kernel caps it at somaxconn). "
+        "tierlog default 512 (Kafka: 50): one event loop both accepts and answers requests, "
+        "so a burst of connects waits in this queue while it is busy.",
+        at_least(1),
+    ),
+    K(
+        "max.connections",
+        INT,
+        INT_MAX,
+        "Most client connections open at once; a connection over it is closed as soon as it "
+        "is accepted (Kafka stops accepting until one closes instead). Counted in "
+        "tierlog_connections_refused_total.",
+        at_least(0),
+    ),
+    K(
+        "max.connections.per.ip",
+        INT,
+        INT_MAX,
+        "Most connections open at once from one IP address (0 with overrides: only the "
+        "overridden hosts may connect); a connection over it is closed as soon as it is "
+        "accepted, as in Kafka. Counted in tierlog_connections_refused_total.",
+        at_least(0),
+    ),
+    K(
+        "max.connections.per.ip.overrides",
+        STR,
+        "",
+        "host:count[,host:count...]: per-IP limits replacing max.connections.per.ip for these "
+        "hosts (IP addresses, or names resolved when the broker starts).",
+        connection_overrides_problem,
     ),
     K(
         "socket.request.max.bytes",
@@ -201,6 +258,15 @@ BROKER_KEYS.add(
         LONG,
         LONG_MAX,
         "Max lead of a CreateTime timestamp over the broker clock.",
+        at_least(0),
+    ),
+    K(
+        "log.message.timestamp.difference.max.ms",
+        LONG,
+        LONG_MAX,
+        "Deprecated by KIP-937 (Kafka 3.6): the before and after bounds of a CreateTime "
+        "timestamp that log.message.timestamp.before.max.ms / .after.max.ms leave at their "
+        "default.",
         at_least(0),
     ),
     K("log.preallocate", BOOL, False, "Preallocate segment files.", no_effect=True),
@@ -362,6 +428,19 @@ BROKER_KEYS.add(
     ),
     K("group.min.session.timeout.ms", INT, 6000, "Minimum consumer session timeout."),
     K("group.max.session.timeout.ms", INT, 1800000, "Maximum consumer session timeout."),
+    K(
+        "group.max.size",
+        INT,
+        INT_MAX,
+        "Most members of one classic group; a join beyond it gets GROUP_MAX_SIZE_REACHED.",
+        at_least(1),
+    ),
+    K(
+        "offset.metadata.max.bytes",
+        INT,
+        4096,
+        "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE).",
+    ),
     # --- transactions (the coordinator side) ---
     K(
         "transaction.max.timeout.ms",
@@ -433,6 +512,14 @@ BROKER_KEYS.add(
         "Bytes read per chunk when a coordinator loads a __transaction_state partition.",
         at_least(1),
     ),
+    K(
+        "producer.id.expiration.ms",
+        INT,
+        86400000,
+        "How long a producer id's state is kept after its last write, when it has no open "
+        "transaction (KIP-854).",
+        at_least(1),
+    ),
     # --- accepted for compatibility with Kafka's sample server.properties ---
     K("process.roles", LIST, None, "KRaft roles.", no_effect=True),
     K("controller.quorum.voters", LIST, None, "KRaft voters.", no_effect=True),
@@ -454,6 +541,259 @@ BROKER_KEYS.add(
     ),
     K("share.coordinator.state.topic.replication.factor", SHORT, 3, "Share RF.", no_effect=True),
     K("share.coordinator.state.topic.min.isr", SHORT, 2, "Share ISR.", no_effect=True),
+    K(
+        "queued.max.requests",
+        INT,
+        500,
+        "Requests queued for the request threads. tierlog reads at most 32 frames ahead "
+        "per connection instead.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "queued.max.request.bytes",
+        LONG,
+        -1,
+        "Bytes of queued requests before reading stops; -1 = no limit.",
+        no_effect=True,
+    ),
+    K("background.threads", INT, 10, "Background task threads.", at_least(1), no_effect=True),
+    K(
+        "num.replica.alter.log.dirs.threads",
+        INT,
+        None,
+        "Threads moving replicas between log dirs (tierlog uses one log dir).",
+        no_effect=True,
+    ),
+    K("request.timeout.ms", INT, 30000, "Timeout of the broker's own requests.", no_effect=True),
+    K(
+        "controller.socket.timeout.ms",
+        INT,
+        30000,
+        "Socket timeout of controller-to-broker channels (tierlog's controller writes to "
+        "ZooKeeper only).",
+        no_effect=True,
+    ),
+    K(
+        "max.connection.creation.rate",
+        INT,
+        INT_MAX,
+        "New connections per second the broker accepts.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K("quota.window.num", INT, 11, "Samples of client quotas.", at_least(1), no_effect=True),
+    K(
+        "quota.window.size.seconds",
+        INT,
+        1,
+        "Span of one client quota sample.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "replica.socket.timeout.ms",
+        INT,
+        30000,
+        "Socket timeout of follower fetches; at least replica.fetch.wait.max.ms.",
+        no_effect=True,
+    ),
+    K(
+        "replica.socket.receive.buffer.bytes",
+        INT,
+        65536,
+        "SO_RCVBUF of follower fetch connections.",
+        no_effect=True,
+    ),
+    K(
+        "replica.high.watermark.checkpoint.interval.ms",
+        LONG,
+        5000,
+        "How often high watermarks are checkpointed; tierlog writes them with the other "
+        "checkpoints (log.flush.offset.checkpoint.interval.ms).",
+        no_effect=True,
+    ),
+    K(
+        "producer.purgatory.purge.interval.requests",
+        INT,
+        1000,
+        "Purge interval of the produce purgatory (tierlog removes completed waits at once).",
+        no_effect=True,
+    ),
+    K(
+        "fetch.purgatory.purge.interval.requests",
+        INT,
+        1000,
+        "Purge interval of the fetch purgatory (tierlog removes completed waits at once).",
+        no_effect=True,
+    ),
+    K(
+        "delete.records.purgatory.purge.interval.requests",
+        INT,
+        1,
+        "Purge interval of the delete-records purgatory.",
+        no_effect=True,
+    ),
+    K(
+        "broker.id.generation.enable",
+        BOOL,
+        True,
+        "Generated broker ids (tierlog never generates one); when true, broker.id must not "
+        "exceed reserved.broker.max.id, as in Kafka.",
+    ),
+    K(
+        "reserved.broker.max.id",
+        INT,
+        1000,
+        "Highest broker.id an operator may set while broker.id.generation.enable is true.",
+        at_least(0),
+    ),
+    K(
+        "inter.broker.protocol.version",
+        STR,
+        DEFAULT_INTER_BROKER_PROTOCOL_VERSION,
+        "A Kafka version (3.7, 3.6-IV2, 2.8, ...). tierlog speaks every protocol version it "
+        "implements, to clients and brokers alike.",
+        kafka_version_problem,
+        no_effect=True,
+    ),
+    K(
+        "log.message.format.version",
+        STR,
+        DEFAULT_MESSAGE_FORMAT_VERSION,
+        "A Kafka version; deprecated in Kafka 3.0. tierlog always writes record format v2.",
+        kafka_version_problem,
+        no_effect=True,
+    ),
+    K(
+        "log.message.downconversion.enable",
+        BOOL,
+        True,
+        "Down-conversion for old fetchers; tierlog serves record format v2 only.",
+        no_effect=True,
+    ),
+    K(
+        "log.cleaner.io.buffer.size",
+        INT,
+        524288,
+        "I/O buffer memory of the log cleaner threads.",
+        at_least(0),
+        no_effect=True,
+    ),
+    K(
+        "log.dir.failure.timeout.ms",
+        LONG,
+        30000,
+        "KRaft (Kafka 3.8+): how long a broker that cannot report a failed log dir keeps running.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "zookeeper.set.acl",
+        BOOL,
+        False,
+        "Create znodes with ACLs; only false: tierlog does not authenticate to ZooKeeper, "
+        "which ACLs need.",
+        _no_zookeeper_acls,
+    ),
+    K(
+        "zookeeper.max.in.flight.requests",
+        INT,
+        10,
+        "Unanswered ZooKeeper requests before the client blocks.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "metric.reporters",
+        LIST,
+        [],
+        "Java metrics reporter classes; only empty or Kafka's JmxReporter (accepted, no "
+        "effect). tierlog exports its metrics to Prometheus (metrics.listener).",
+        no_java_class_but_jmx,
+    ),
+    K(
+        "metrics.num.samples",
+        INT,
+        2,
+        "Samples kept to compute metrics.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "metrics.sample.window.ms",
+        LONG,
+        30000,
+        "Span of one metrics sample.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "metrics.recording.level",
+        STR,
+        "INFO",
+        "Highest recording level of metrics: INFO, DEBUG or TRACE.",
+        one_of("INFO", "DEBUG", "TRACE", case_sensitive=False),
+        no_effect=True,
+    ),
+    K(
+        "auto.include.jmx.reporter",
+        BOOL,
+        True,
+        "Deprecated in Kafka 3.4: add the JMX reporter (tierlog has no JMX).",
+        no_effect=True,
+    ),
+    K(
+        "kafka.metrics.reporters",
+        LIST,
+        [],
+        "Java (Yammer) metrics reporter classes; only empty.",
+        no_java_class,
+    ),
+    K(
+        "kafka.metrics.polling.interval.secs",
+        INT,
+        10,
+        "Polling interval of the Yammer metrics reporters.",
+        at_least(1),
+        no_effect=True,
+    ),
+    K(
+        "create.topic.policy.class.name",
+        CLASS,
+        None,
+        "Java CreateTopicPolicy class; only empty (a policy tierlog cannot run is refused, "
+        "not ignored).",
+        no_java_class,
+    ),
+    K(
+        "alter.config.policy.class.name",
+        CLASS,
+        None,
+        "Java AlterConfigPolicy class; only empty.",
+        no_java_class,
+    ),
+    K(
+        "client.quota.callback.class",
+        CLASS,
+        None,
+        "Java ClientQuotaCallback class; only empty.",
+        no_java_class,
+    ),
+    K(
+        "replica.selector.class",
+        STR,
+        None,
+        "Java ReplicaSelector class (KIP-392 fetch from follower); only empty.",
+        no_java_class,
+    ),
+    K(
+        "password.encoder.secret",
+        PASSWORD,
+        None,
+        "Secret encoding dynamically configured passwords (tierlog has none).",
+        no_effect=True,
+    ),
     # --- tiered storage (spec/kafka-tiered-storage.md §6.1) ---
     K(
         "remote.log.storage.system.enable",

@@ -2,8 +2,13 @@
 
 * ``broker.id`` is ``node.id``'s ZooKeeper-mode name: when set (not -1) it gives ``node.id``,
   and if both are set explicitly they must be equal.
-* ``replica.fetch.wait.max.ms`` at most ``replica.lag.time.max.ms``: a follower waiting in a
-  fetch longer than the lag allowance would drop out of the ISR while idle.
+* With ``broker.id.generation.enable``, an explicit ``broker.id`` at most
+  ``reserved.broker.max.id``: Kafka hands out generated ids above it, so a larger configured id
+  could collide with one.
+* ``replica.fetch.wait.max.ms`` at most ``replica.socket.timeout.ms`` (a fetch parked on the
+  leader would outlast the socket waiting for it) and at most ``replica.lag.time.max.ms`` (a
+  follower waiting in a fetch longer than the lag allowance would drop out of the ISR while
+  idle).
 * Replication factors above 1 need a cluster: a single node cannot place two replicas.
 """
 
@@ -25,6 +30,18 @@ def apply_cluster_rules(values: dict[str, Any], explicit: Set[str]) -> None:
                 f"{broker_id} differs from node.id {values['node.id']}; set one, or both equal",
             )
         values["node.id"] = broker_id
+        if values["broker.id.generation.enable"] and broker_id > values["reserved.broker.max.id"]:
+            raise ConfigError(
+                "broker.id",
+                f"{broker_id} exceeds reserved.broker.max.id {values['reserved.broker.max.id']} "
+                "while broker.id.generation.enable is true",
+            )
+    if values["replica.fetch.wait.max.ms"] > values["replica.socket.timeout.ms"]:
+        raise ConfigError(
+            "replica.socket.timeout.ms",
+            "must be at least replica.fetch.wait.max.ms: a follower's fetch may wait that long "
+            "on the leader before any byte comes back",
+        )
     if values["replica.fetch.wait.max.ms"] > values["replica.lag.time.max.ms"]:
         raise ConfigError(
             "replica.fetch.wait.max.ms",

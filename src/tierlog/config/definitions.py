@@ -39,7 +39,7 @@ class ConfigType(enum.Enum):
 
 
 # Short names the key tables (broker_keys, topic_keys) write the types with.
-BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
+BOOL, STR, INT, LONG, DBL, LIST, SHORT, CLASS, PASSWORD = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.INT,
@@ -47,6 +47,8 @@ BOOL, STR, INT, LONG, DBL, LIST, SHORT = (
     ConfigType.DOUBLE,
     ConfigType.LIST,
     ConfigType.SHORT,
+    ConfigType.CLASS,
+    ConfigType.PASSWORD,
 )
 
 Validator = Callable[[Any], str | None]
@@ -157,6 +159,33 @@ def each_of(*choices: str) -> Validator:
 
 def non_empty(v: Any) -> str | None:
     return None if v != "" else "String must be non-empty"
+
+
+def no_java_class(v: Any) -> str | None:
+    """Refuses a Java class name (or a list of them) for a plugin key.
+
+    Kafka loads these plugins from its class path; tierlog runs no JVM, so a named class
+    would never run. Accepting it would silently drop what the operator asked for (a
+    create-topic policy not enforced, a quota callback not consulted); only the empty
+    default is accepted.
+    """
+    names = [n for n in (v if isinstance(v, list) else [v]) if n]
+    if not names:
+        return None
+    return (
+        f"tierlog cannot load Java classes ({', '.join(names)}); remove the key or leave it empty"
+    )
+
+
+#: Kafka's own JMX reporter: not a plugin but how Kafka exports its metrics (the default of
+#: ``metric.reporters`` from Kafka 4.0, and often listed before that). tierlog exports the
+#: same role's metrics to Prometheus, so naming it asks for nothing tierlog does not do.
+JMX_REPORTER = "org.apache.kafka.common.metrics.JmxReporter"
+
+
+def no_java_class_but_jmx(v: Any) -> str | None:
+    """``no_java_class`` for ``metric.reporters``, which may also name ``JMX_REPORTER``."""
+    return no_java_class([n for n in (v if isinstance(v, list) else [v]) if n != JMX_REPORTER])
 
 
 def minus_one_or_at_least(lo: int) -> Validator:

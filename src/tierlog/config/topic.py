@@ -14,7 +14,7 @@ from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.broker_keys import BROKER_KEYS
-from tierlog.config.definitions import ConfigError, render
+from tierlog.config.definitions import LONG_MAX, ConfigError, render
 from tierlog.config.local_retention import check_local_retention
 from tierlog.config.topic_keys import TOPIC_KEYS
 
@@ -90,7 +90,32 @@ def effective_topic_config(overrides: Mapping[str, Any], broker: BrokerConfig) -
             out[definition.name] = overrides[definition.name]
         else:
             out[definition.name] = broker_default(definition.name, broker)[0]
+    _apply_timestamp_difference(out, overrides, broker)
     return out
+
+
+_TIMESTAMP_BOUNDS = (
+    ("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
+    ("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
+)
+
+
+def _apply_timestamp_difference(
+    out: dict[str, Any], overrides: Mapping[str, Any], broker: BrokerConfig
+) -> None:
+    """The deprecated ``difference`` keys fill in a before/after bound left at its default.
+
+    Kafka 3.6+ resolves this twice: the broker's default bound falls back to the broker's
+    ``log.message.timestamp.difference.max.ms``, and the topic's bound, still unbounded after
+    that, falls back to the topic's ``message.timestamp.difference.max.ms``. So a broker-level
+    difference wins over a topic-level one for a topic that sets neither bound, exactly as
+    Kafka applies them.
+    """
+    for topic_key, broker_key in _TIMESTAMP_BOUNDS:
+        if topic_key not in overrides and broker.values[broker_key] == LONG_MAX:
+            out[topic_key] = broker.values["log.message.timestamp.difference.max.ms"]
+        if out[topic_key] == LONG_MAX:
+            out[topic_key] = out["message.timestamp.difference.max.ms"]
 
 
 def validate_topic_config(

@@ -147,6 +147,15 @@ TOPIC_KEYS.add(
         synonyms=("log.message.timestamp.after.max.ms",),
     ),
     K(
+        "message.timestamp.difference.max.ms",
+        LONG,
+        LONG_MAX,
+        "Deprecated by KIP-937: the before and after bounds of a CreateTime timestamp that "
+        "message.timestamp.before.max.ms / .after.max.ms leave at their default.",
+        at_least(0),
+        synonyms=("log.message.timestamp.difference.max.ms",),
+    ),
+    K(
         "min.insync.replicas",
         INT,
         1,

@@ -30,6 +30,7 @@ from tierlog.server import heap_profile, native_memory
 from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
+from tierlog.server.connection_limits import ConnectionLimits
 from tierlog.server.fetch_metrics import FetchCollector
 from tierlog.server.fetch_sessions import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
@@ -90,6 +91,8 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
+        # Resolves the override host names: a bad one stops the start before any recovery.
+        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         log_dirs = cfg.log_dirs
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -128,12 +131,12 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(
-                router.handle, cfg.socket_request_max_bytes, self._connections, writer
+                router.handle, cfg.socket_request_max_bytes, self._connections, writer, limits
             ),
             host,
             listener.port,
             reuse_address=True,
-            backlog=512,
+            backlog=int(cfg.get("socket.listen.backlog.size")),
         )
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))

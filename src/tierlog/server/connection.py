@@ -36,6 +36,7 @@ from typing import cast
 
 from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.framing import FrameError, FrameSplitter
+from tierlog.server.connection_limits import ConnectionLimits
 from tierlog.server.reply_writer import IoProgress, ReplyWriter, sendfile_socket
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class KafkaConnection(asyncio.Protocol):
         max_frame_bytes: int,
         registry: set[KafkaConnection],
         writer: ReplyWriter,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self._handler = handler
         self._writer = writer
@@ -80,6 +82,8 @@ class KafkaConnection(asyncio.Protocol):
         self._handling = False
         self._writing = False
         self._pending_at_last_look = 0
+        self._limits = limits
+        self._admitted_from: str | None = None
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -88,6 +92,13 @@ class KafkaConnection(asyncio.Protocol):
         self._sock_fd = sendfile_socket(transport)
         peer = transport.get_extra_info("peername")
         self._info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?")
+        if self._limits is not None:
+            address = str(peer[0]) if peer else "?"
+            if not self._limits.admit(address):
+                self._closing = True
+                self._transport.abort()
+                return
+            self._admitted_from = address
         self._progress.at = asyncio.get_running_loop().time()
         self._registry.add(self)
 
@@ -112,6 +123,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._registry.discard(self)
+        if self._limits is not None and self._admitted_from is not None:
+            self._limits.release(self._admitted_from)
+            self._admitted_from = None
         self._writable.set()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()

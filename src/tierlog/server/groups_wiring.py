@@ -58,6 +58,21 @@ def _ensure_offsets_topic(cfg: BrokerConfig, topics: TopicManager) -> int:
     return info.partitions
 
 
+def group_coordinator_config(cfg: BrokerConfig, partitions: int) -> GroupCoordinatorConfig:
+    """The coordinator's settings from the broker keys; ``partitions`` is the number of
+    ``__consumer_offsets`` partitions actually in use (an existing topic keeps its own)."""
+    return GroupCoordinatorConfig(
+        initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+        max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+        max_size=int(cfg.get("group.max.size")),
+        offsets_topic_num_partitions=partitions,
+        offset_metadata_max_bytes=int(cfg.get("offset.metadata.max.bytes")),
+        offsets_retention_ms=int(cfg.get("offsets.retention.minutes")) * 60_000,
+        offsets_retention_check_interval_ms=int(cfg.get("offsets.retention.check.interval.ms")),
+    )
+
+
 async def build_group_coordinator(
     cfg: BrokerConfig,
     topics: TopicManager,
@@ -110,14 +125,7 @@ async def build_group_coordinator(
     coordinator = GroupCoordinator(
         node=CoordinatorNode(cfg.node_id, host, port),
         store=store,
-        config=GroupCoordinatorConfig(
-            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
-            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
-            offsets_topic_num_partitions=partitions,
-            offsets_retention_ms=int(cfg.get("offsets.retention.minutes")) * 60_000,
-            offsets_retention_check_interval_ms=int(cfg.get("offsets.retention.check.interval.ms")),
-        ),
+        config=group_coordinator_config(cfg, partitions),
         partition_exists=partition_exists,
         placement=placement,
     )

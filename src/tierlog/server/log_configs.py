@@ -33,9 +33,11 @@ def log_config_for(
 ) -> LogConfig:
     """The LogConfig of a topic with these parsed overrides on this broker.
 
-    Internal topics never tier (spec §1.1), whatever their config says.
+    Internal topics never tier (spec §1.1), whatever their config says. The producer-state
+    expiry is a broker key with no topic counterpart, so it is added here.
     """
     eff = effective_topic_config(overrides, broker)
     if internal:
         eff["remote.storage.enable"] = False
+    eff["producer.id.expiration.ms"] = broker.get("producer.id.expiration.ms")
     return log_config_from_effective(eff)

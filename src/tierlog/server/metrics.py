@@ -66,6 +66,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "(no request being handled, no bytes read, none taken by the client).",
     ),
     MetricDoc(
+        "tierlog_connections_refused_total",
+        "counter",
+        "reason",
+        "Connections closed right after the accept because a limit was reached: reason "
+        "max_connections_per_ip (max.connections.per.ip and its overrides) or max_connections.",
+    ),
+    MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
     ),
     MetricDoc(
@@ -309,6 +316,12 @@ class BrokerMetrics:
         self.idle_connections_closed = Counter(
             "tierlog_idle_connections_closed",
             "Client connections closed after connections.max.idle.ms without I/O progress.",
+            registry=self.registry,
+        )
+        self.connections_refused = Counter(
+            "tierlog_connections_refused",
+            "Connections closed right after the accept because a limit was reached.",
+            ["reason"],
             registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}

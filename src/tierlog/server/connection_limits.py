@@ -1,0 +1,122 @@
+"""Connection limits: ``max.connections``, ``max.connections.per.ip`` and its overrides.
+
+A connection is counted from the moment it is accepted until it is lost. One over a limit is
+closed right after the accept, before any byte of it is read, and counted in
+``tierlog_connections_refused_total`` with the limit that refused it. For the per-IP limits
+this is Kafka's behaviour. For ``max.connections`` Kafka instead stops accepting until a
+connection closes, leaving new ones in the listen backlog; an asyncio server cannot pause its
+accepts, so tierlog closes the extra connection and the client reconnects after its back-off.
+
+Addresses are compared in their canonical text form, with an IPv4-mapped IPv6 address read as
+its IPv4 address (a dual-stack listener sees IPv4 clients that way). Host names in the
+overrides are resolved once, when the broker starts, as Kafka does; a name that does not
+resolve stops the start-up.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from collections.abc import Mapping
+
+from prometheus_client import Counter
+
+from tierlog.config.broker import BrokerConfig
+from tierlog.config.connection_quotas import parse_connection_overrides
+from tierlog.config.definitions import ConfigError
+
+log = logging.getLogger(__name__)
+
+OVERRIDES_KEY = "max.connections.per.ip.overrides"
+
+
+def canonical_ip(address: str) -> str:
+    """``address`` in the form the limits compare (text that is no IP address is kept)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """Per-IP limits keyed by canonical address; every address of a host name gets its count."""
+    out: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            ipaddress.ip_address(host)
+            addresses = [host]
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            except OSError as e:
+                raise ConfigError(OVERRIDES_KEY, f"cannot resolve host {host!r}: {e}") from None
+            addresses = [str(info[4][0]) for info in infos]
+        for address in addresses:
+            out[canonical_ip(address)] = count
+    return out
+
+
+class ConnectionLimits:
+    """Counts open connections per address and says whether a new one may stay."""
+
+    def __init__(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        refused: Counter,
+    ) -> None:
+        """``refused`` is the Prometheus counter of refused connections, labelled ``reason``."""
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._overrides = dict(per_ip_overrides)
+        self._refused_total = refused.labels("max_connections")
+        self._refused_per_ip = refused.labels("max_connections_per_ip")
+        self._per_ip: dict[str, int] = {}
+        self._total = 0
+
+    @classmethod
+    def from_config(cls, cfg: BrokerConfig, refused: Counter) -> ConnectionLimits:
+        overrides = parse_connection_overrides(str(cfg.get(OVERRIDES_KEY)))
+        return cls(
+            int(cfg.get("max.connections")),
+            int(cfg.get("max.connections.per.ip")),
+            resolve_overrides(overrides),
+            refused,
+        )
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    def admit(self, address: str) -> bool:
+        """Count a just-accepted connection from ``address``, or refuse it (False: the caller
+        closes it and must not call ``release``)."""
+        ip = canonical_ip(address)
+        limit = self._overrides.get(ip, self._max_per_ip)
+        count = self._per_ip.get(ip, 0)
+        if count >= limit:
+            self._refused_per_ip.inc()
+            log.info("refused a connection from %s: it already has %d (max %d)", ip, count, limit)
+            return False
+        if self._total >= self._max:
+            self._refused_total.inc()
+            log.info("refused a connection from %s: %d connections open (max)", ip, self._total)
+            return False
+        self._per_ip[ip] = count + 1
+        self._total += 1
+        return True
+
+    def release(self, address: str) -> None:
+        """An admitted connection from ``address`` is gone."""
+        ip = canonical_ip(address)
+        left = self._per_ip.get(ip, 0) - 1
+        if left > 0:
+            self._per_ip[ip] = left
+        else:
+            self._per_ip.pop(ip, None)
+        self._total = max(0, self._total - 1)

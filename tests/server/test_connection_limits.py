@@ -1,0 +1,94 @@
+"""``max.connections.per.ip`` on a real broker: a connection over the limit is closed right
+after the accept, the connections already open keep being served, the refusal is counted in
+``tierlog_connections_refused_total``, and a closed connection frees its slot."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse
+
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.poll import wait_until
+from tests.helpers.wire import frame, raw_connection
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.codec import decode_response
+
+REFUSED = "tierlog_connections_refused_total"
+
+
+def _api_versions(sock: socket.socket, correlation_id: int) -> int:
+    """ApiVersions v0 over a raw socket; returns the answer's error code."""
+    sock.sendall(frame(struct.pack(">hhih", int(ApiKey.API_VERSIONS), 0, correlation_id, 1) + b"t"))
+
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            assert chunk, "the broker closed a connection it had admitted"
+            buf += chunk
+        return buf
+
+    (size,) = struct.unpack(">i", exact(4))
+    corr, body = decode_response(ApiKey.API_VERSIONS, 0, exact(size))
+    assert corr == correlation_id
+    assert isinstance(body, ApiVersionsResponse)
+    return int(body.error_code)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """True once the broker has closed ``sock`` (EOF or reset); False while it is open."""
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_third_connection_from_one_ip_is_closed(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory({"max.connections.per.ip": "2"})
+    first = raw_connection(b.host_port)
+    second = raw_connection(b.host_port)
+    try:
+        # Answers prove both were admitted before the third arrives.
+        assert _api_versions(first, 1) == 0
+        assert _api_versions(second, 1) == 0
+        assert b.metric(REFUSED, reason="max_connections_per_ip") == 0
+
+        third = raw_connection(b.host_port)
+        third.setblocking(False)
+        wait_until(lambda: _closed_by_peer(third), timeout_s=10, what="the third closed")
+        third.close()
+        wait_until(
+            lambda: b.metric(REFUSED, reason="max_connections_per_ip") >= 1,
+            timeout_s=10,
+            what="the refusal counted",
+        )
+        assert b.metric(REFUSED, reason="max_connections") == 0
+
+        assert _api_versions(first, 2) == 0
+        assert _api_versions(second, 2) == 0
+
+        second.close()
+
+        def replacement_served() -> bool:
+            """The broker sees the close asynchronously: a new connection may still be
+            refused for a moment, and is admitted once the slot is free."""
+            s = raw_connection(b.host_port)
+            try:
+                return _api_versions(s, 3) == 0
+            except (AssertionError, ConnectionError):
+                return False
+            finally:
+                s.close()
+
+        wait_until(replacement_served, timeout_s=10, what="a freed slot admitted")
+        assert _api_versions(first, 4) == 0
+    finally:
+        first.close()
+        second.close()
