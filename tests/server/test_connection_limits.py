@@ -12,7 +12,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
-from tests.helpers.wire import frame, raw_connection
+from tests.helpers.wire import frame, raw_connection, recv_frame
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.codec import decode_response
 
@@ -22,17 +22,7 @@ REFUSED = "tierlog_connections_refused_total"
 def _api_versions(sock: socket.socket, correlation_id: int) -> int:
     """ApiVersions v0 over a raw socket; returns the answer's error code."""
     sock.sendall(frame(struct.pack(">hhih", int(ApiKey.API_VERSIONS), 0, correlation_id, 1) + b"t"))
-
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            assert chunk, "the broker closed a connection it had admitted"
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    corr, body = decode_response(ApiKey.API_VERSIONS, 0, exact(size))
+    corr, body = decode_response(ApiKey.API_VERSIONS, 0, recv_frame(sock))
     assert corr == correlation_id
     assert isinstance(body, ApiVersionsResponse)
     return int(body.error_code)

@@ -3,7 +3,6 @@ APIs we do not serve get Kafka's answers; SIGTERM shuts down cleanly."""
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.wire import connection_closed, frame, raw_connection
+from tests.helpers.wire import connection_closed, frame, raw_connection, recv_frame
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.codec import decode_response, encode_request
@@ -23,19 +22,6 @@ def _api_versions_ok(b: BrokerProcess) -> None:
     with WireConnection.to_bootstrap(b.bootstrap) as c:
         r = c.call(ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
         assert int(r.error_code) == 0
-
-
-def _recv_frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            assert chunk, "connection closed"
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
 
 
 def test_malformed_frame_closes_only_that_connection(broker: BrokerProcess) -> None:
@@ -69,7 +55,7 @@ def test_unknown_api_versions_version_gets_kip511_fallback(module_broker: Broker
     sock = raw_connection(module_broker.host_port)
     # ApiVersions v99: header v2 layout (key, version, correlation id, client id, tags) + junk
     sock.sendall(frame(struct.pack(">hhih", 18, 99, 4242, 1) + b"c" + b"\x00" + b"\x05junk"))
-    payload = _recv_frame(sock)
+    payload = recv_frame(sock)
     corr, body = decode_response(ApiKey.API_VERSIONS, 0, payload)
     assert isinstance(body, ApiVersionsV0)
     assert corr == 4242
@@ -85,7 +71,7 @@ def test_unsupported_api_gets_error_and_unknown_api_closes(module_broker: Broker
     sock.sendall(
         encode_request(ApiKey.SASL_HANDSHAKE, 1, 9, "t", SaslHandshakeRequest(mechanism="PLAIN"))
     )
-    corr, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, _recv_frame(sock))
+    corr, body = decode_response(ApiKey.SASL_HANDSHAKE, 1, recv_frame(sock))
     assert corr == 9
     assert int(body.error_code) == ErrorCode.UNSUPPORTED_VERSION
     # Produce v2 is below kio's (and Kafka 4's) minimum: nothing can describe a reply

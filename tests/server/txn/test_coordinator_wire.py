@@ -16,6 +16,7 @@ import pytest
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_wire import produce_txn
+from tests.helpers.wire import recv_frame
 from tierlog.client import WireConnection, parse_bootstrap
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
@@ -135,8 +136,7 @@ def _describe(broker: BrokerProcess, tid: str) -> Described:
     )
     with socket.create_connection(parse_bootstrap(broker.bootstrap)[0], timeout=10) as sock:
         sock.sendall(request)
-        (size,) = struct.unpack(">i", _recv(sock, 4))
-        r = _Reader(_recv(sock, size))
+        r = _Reader(recv_frame(sock))
     r.take(">i")
     r.skip_tags()
     r.take(">i")
@@ -153,15 +153,6 @@ def _describe(broker: BrokerProcess, tid: str) -> Described:
         r.skip_tags()
         topics.append((name, parts))
     return Described(error, state, timeout_ms, start_ms, pid, epoch, topics)
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
 
 
 def _state_is(broker: BrokerProcess, tid: str, label: str) -> Callable[[], bool]:
