@@ -48,6 +48,9 @@ def test_describe_sources_and_synonyms() -> None:
         ({"retention.ms": "1000", "local.retention.ms": "-1"}, "local.retention.ms"),
         ({"retention.bytes": "100", "local.retention.bytes": "200"}, "local.retention.bytes"),
         ({"min.cleanable.dirty.ratio": "2"}, "min.cleanable.dirty.ratio"),
+        ({"message.format.version": "0.11.0-bogus"}, "message.format.version"),
+        ({"message.format.version": "4.0"}, "message.format.version"),
+        ({"message.downconversion.enable": "maybe"}, "message.downconversion.enable"),
     ],
 )
 def test_invalid_topic_config_names_the_key(overrides: dict[str, str], key: str) -> None:
@@ -134,3 +137,19 @@ def test_compacted_topic_cannot_be_tiered_with_kafkas_refusal() -> None:
     assert e.value.key == "cleanup.policy"
     assert e.value.message == "Remote log storage is unsupported for the compacted topics"
     validate_topic_config(parse_topic_overrides({"cleanup.policy": "compact"}), cfg)
+
+
+def test_deprecated_record_format_topic_keys_are_accepted_and_described() -> None:
+    """``message.format.version`` and ``message.downconversion.enable``, which topics created
+    by older Kafka tooling carry, are accepted (no effect: tierlog writes and serves record
+    format v2 only) and described with their broker synonyms."""
+    cfg = load_broker_config({"log.message.format.version": "2.8"})
+    overrides = parse_topic_overrides({"message.downconversion.enable": "false"})
+    validate_topic_config(overrides, cfg)
+    entries = {e.name: e for e in describe_topic_config(overrides, cfg, include_synonyms=True)}
+    fmt = entries["message.format.version"]
+    assert (fmt.value, fmt.source) == ("2.8", ConfigSource.STATIC_BROKER_CONFIG)
+    assert fmt.synonyms[-1].name == "log.message.format.version"
+    down = entries["message.downconversion.enable"]
+    assert (down.value, down.source) == ("false", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    validate_topic_config(parse_topic_overrides({"message.format.version": "3.6-IV2"}), cfg)

@@ -22,6 +22,7 @@ from tierlog.config.definitions import (
     each_of,
     one_of,
 )
+from tierlog.config.kafka_versions import DEFAULT_MESSAGE_FORMAT_VERSION, kafka_version_problem
 
 TOPIC_KEYS = KeyRegistry()
 K = ConfigKey
@@ -145,6 +146,24 @@ TOPIC_KEYS.add(
         "Max lead of a CreateTime timestamp.",
         at_least(0),
         synonyms=("log.message.timestamp.after.max.ms",),
+    ),
+    K(
+        "message.downconversion.enable",
+        BOOL,
+        True,
+        "Down-conversion for fetchers older than record format v2; tierlog serves v2 only.",
+        synonyms=("log.message.downconversion.enable",),
+        no_effect=True,
+    ),
+    K(
+        "message.format.version",
+        STR,
+        DEFAULT_MESSAGE_FORMAT_VERSION,
+        "A Kafka version; deprecated in Kafka 3.0 and ignored from inter-broker protocol 3.0 "
+        "on. tierlog always writes record format v2.",
+        kafka_version_problem,
+        synonyms=("log.message.format.version",),
+        no_effect=True,
     ),
     K(
         "message.timestamp.difference.max.ms",
