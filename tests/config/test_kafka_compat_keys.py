@@ -4,14 +4,14 @@ that applies them (log config, group coordinator, connection limits)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from tests.helpers.broker import serve_to_exit
+from tests.helpers.config import assert_refused_naming
 from tierlog.config import ConfigError, effective_topic_config, load_broker_config
 from tierlog.config.connection_quotas import parse_connection_overrides
 from tierlog.config.definitions import INT_MAX, LONG_MAX
@@ -125,10 +125,7 @@ def test_kafka_key_default_and_typical_value(key: str) -> None:
     ],
 )
 def test_invalid_kafka_key_names_the_key(raw: dict[str, str], key: str) -> None:
-    with pytest.raises(ConfigError) as e:
-        load_broker_config(raw)
-    assert e.value.key == key
-    assert str(e.value).startswith(key)
+    assert_refused_naming(raw, key)
 
 
 @pytest.mark.parametrize(
@@ -299,26 +296,7 @@ def test_override_host_names_resolve_at_start() -> None:
 
 
 def test_serve_stops_on_an_unresolvable_override_host(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tierlog",
-            "serve",
-            "--override",
-            f"log.dirs={tmp_path}",
-            "--override",
-            "listeners=PLAINTEXT://127.0.0.1:0",
-            "--override",
-            "metrics.listener=",
-            "--override",
-            "max.connections.per.ip.overrides=no-such-host.invalid:3",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=60,
-    )
+    out = serve_to_exit(tmp_path, {"max.connections.per.ip.overrides": "no-such-host.invalid:3"})
     assert out.returncode == 2
     assert "max.connections.per.ip.overrides" in out.stderr
     assert "no-such-host.invalid" in out.stderr

@@ -224,3 +224,18 @@ class BrokerProcess:
             for sample in family.samples
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
         )
+
+
+def serve_to_exit(
+    log_dir: Path, overrides: Mapping[str, str], timeout_s: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``tierlog serve`` run until it exits, output captured: for a start that must fail
+    (a bad key, damaged state). The listener and the metrics endpoint default to free or no
+    ports so that a start that wrongly succeeds fails the test by its timeout, not by a
+    port clash."""
+    args = {"log.dirs": str(log_dir), "listeners": "PLAINTEXT://127.0.0.1:0"}
+    args |= {"metrics.listener": "", **overrides}
+    command = [sys.executable, "-m", "tierlog", "serve"]
+    for key, value in args.items():
+        command += ["--override", f"{key}={value}"]
+    return subprocess.run(command, capture_output=True, check=False, text=True, timeout=timeout_s)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.broker import serve_to_exit
 from tierlog.server.state_files import StateFileError, read_json, write_json
 
 
@@ -25,23 +24,6 @@ def test_broker_refuses_to_start_on_a_damaged_topic_registry(tmp_path: Path) -> 
     data = tmp_path / "data"
     data.mkdir()
     (data / "__tierlog_topics.json").write_text('{"topics": [unterminated')
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tierlog",
-            "serve",
-            "--override",
-            f"log.dirs={data}",
-            "--override",
-            "listeners=PLAINTEXT://127.0.0.1:0",
-            "--override",
-            "metrics.listener=http://127.0.0.1:0",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-    )
+    out = serve_to_exit(data, {"metrics.listener": "http://127.0.0.1:0"})
     assert out.returncode == 1, out.stderr
     assert "__tierlog_topics.json is damaged" in out.stderr
