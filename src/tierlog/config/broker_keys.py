@@ -582,14 +582,19 @@ BROKER_KEYS.add(
         at_least(0),
         no_effect=True,
     ),
-    K("quota.window.num", INT, 11, "Samples of client quotas.", at_least(1), no_effect=True),
+    K(
+        "quota.window.num",
+        INT,
+        11,
+        "Samples a client quota's rate is measured over (KIP-13).",
+        at_least(1),
+    ),
     K(
         "quota.window.size.seconds",
         INT,
         1,
         "Span of one client quota sample.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "replica.socket.timeout.ms",

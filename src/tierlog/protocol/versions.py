@@ -53,6 +53,8 @@ ADVERTISED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 #: Served in cluster mode only: followers truncate by leader epoch, and consumers validate

@@ -43,6 +43,8 @@ from tierlog.server.log_configs import log_config_for
 from tierlog.server.metrics import BrokerMetrics, PartitionStats
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
+from tierlog.server.quotas.manager import ClientQuotas, QuotaCounters
+from tierlog.server.quotas.store import LocalQuotaStore, ZooKeeperQuotaStore
 from tierlog.server.reply_writer import ReplyWriter
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -124,9 +126,19 @@ class Broker:
         if metrics_addr is not None:
             self.metrics_port = self.metrics.serve(*metrics_addr)
 
+        quotas = ClientQuotas(
+            int(cfg.get("quota.window.num")),
+            int(cfg.get("quota.window.size.seconds")),
+            QuotaCounters(self.metrics.quota_throttle_seconds, self.metrics.quota_throttled),
+        )
+        local_quotas: LocalQuotaStore | None = None
+        if not cfg.get("zookeeper.connect"):
+            local_quotas = LocalQuotaStore(quotas, state_dir)
+            await local_quotas.start()
+
         listener = cfg.listeners[0]
         host = listener.host or "0.0.0.0"
-        router = Router(self.metrics)
+        router = Router(self.metrics, quotas)
         writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -154,6 +166,8 @@ class Broker:
             fetch_sessions=fetch_sessions,
             tiering=tiering,
             replication=replication,
+            quotas=quotas,
+            quota_store=local_quotas,
         )
         self.state = state
         register_all(router, state)
@@ -171,7 +185,11 @@ class Broker:
         """Cluster mode: register in ZooKeeper, then let replication (and the remote log
         tasks through it) follow the partition states there."""
         self.cluster = await ClusterMode.start(self.config, state.advertised)
-        if state.replication is None or self.cluster is None:
+        if self.cluster is None:
+            return
+        state.quota_store = ZooKeeperQuotaStore(state.quotas, self.cluster.node)
+        await state.quota_store.start()
+        if state.replication is None:
             return
         if state.tiering is not None:
             state.replication.on_partitions_deleted = state.tiering.before_topic_delete
@@ -262,6 +280,8 @@ class Broker:
             c.close()
         if state is not None and state.replication is not None:
             await state.replication.close()
+        if state is not None and state.quota_store is not None:
+            await state.quota_store.close()
         if self.cluster is not None:
             await self.cluster.close()
         for t in self._tasks:

@@ -37,6 +37,7 @@ from typing import cast
 from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.framing import FrameError, FrameSplitter
 from tierlog.server.connection_limits import ConnectionLimits
+from tierlog.server.quotas.loop_time import LoopTimer
 from tierlog.server.reply_writer import IoProgress, ReplyWriter, sendfile_socket
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,54 @@ RequestHandler = Callable[[bytes, "ConnectionInfo"], Awaitable[Reply]]
 _MAX_QUEUED_FRAMES = 32
 
 
-class ConnectionInfo:
-    __slots__ = ("peer",)
+ANONYMOUS = "ANONYMOUS"
+"""The principal of a connection that did not authenticate (Kafka's ``User:ANONYMOUS``)."""
 
-    def __init__(self, peer: str) -> None:
+
+class ConnectionInfo:
+    """What handlers know of the connection a request came on, and what they tell it back.
+
+    ``principal`` is the user name client quotas are matched by: every connection is
+    ``ANONYMOUS`` until authentication sets it. ``throttle_ms`` is set while a request is
+    handled: after its response is written the connection reads nothing more for that long
+    (KIP-219). ``timer`` measures the handler's time on the loop when a request quota is
+    in force; a handler that charges it itself (Produce, Fetch) sets ``request_charged``,
+    and one whose request no client quota applies to (a follower's Fetch) sets
+    ``quota_exempt``.
+    """
+
+    __slots__ = (
+        "client_id",
+        "peer",
+        "principal",
+        "quota_exempt",
+        "request_charged",
+        "request_size",
+        "throttle_ms",
+        "timer",
+    )
+
+    def __init__(self, peer: str, principal: str = ANONYMOUS) -> None:
         self.peer = peer
+        self.principal = principal
+        self.client_id = ""
+        self.request_size = 0
+        self.throttle_ms = 0
+        self.timer: LoopTimer | None = None
+        self.request_charged = False
+        self.quota_exempt = False
+
+    def begin_request(self, client_id: str, size: int) -> None:
+        self.client_id = client_id
+        self.request_size = size
+        self.throttle_ms = 0
+        self.timer = None
+        self.request_charged = False
+        self.quota_exempt = False
+
+    def throttle(self, ms: int) -> None:
+        """Mute the connection for ``ms`` once this request's response is written."""
+        self.throttle_ms = max(self.throttle_ms, ms)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -84,6 +128,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending_at_last_look = 0
         self._limits = limits
         self._admitted_from: str | None = None
+        self._muted = False
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,6 +198,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._reading_paused = False
                 transport.resume_reading()
             self._handling = True
+            self._info.throttle_ms = 0
             try:
                 reply = await self._handler(frame, self._info)
             except asyncio.CancelledError:
@@ -167,18 +213,40 @@ class KafkaConnection(asyncio.Protocol):
             if reply is None:
                 self.abort()
                 return
-            if not reply:
-                continue
-            if self._closing:
-                return
-            self._writing = True
-            try:
-                written = await self._writer.write(transport, self._sock_fd, reply, self._progress)
-            finally:
-                self._writing = False
-            if not written:
-                self.abort()
-                return
+            muted_until = self._progress.at + self._info.throttle_ms / 1000
+            if reply:
+                if self._closing:
+                    return
+                self._writing = True
+                try:
+                    written = await self._writer.write(
+                        transport, self._sock_fd, reply, self._progress
+                    )
+                finally:
+                    self._writing = False
+                if not written:
+                    self.abort()
+                    return
+            if self._info.throttle_ms > 0:
+                await self._mute(muted_until)
+
+    async def _mute(self, until: float) -> None:
+        """KIP-219: read no request until loop time ``until`` (the throttle time counted
+        from when the request was answered). The client was told the throttle time in
+        the response; one that sends regardless waits in its socket buffer."""
+        transport = self._transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        self._muted = True
+        if not self._reading_paused:
+            transport.pause_reading()
+        try:
+            await asyncio.sleep(max(until - loop.time(), 0.0))
+        finally:
+            self._muted = False
+            self._progress.at = loop.time()
+            if not self._reading_paused and not self._closing:
+                transport.resume_reading()
 
     def abort(self) -> None:
         self._closing = True
@@ -193,7 +261,9 @@ class KafkaConnection(asyncio.Protocol):
 
     @property
     def busy(self) -> bool:
-        return self._worker is not None and not self._worker.done()
+        """A request is being handled or answered (a muted connection is not busy: the
+        shutdown does not wait out a throttle)."""
+        return self._worker is not None and not self._worker.done() and not self._muted
 
     @property
     def peer(self) -> str:
@@ -207,8 +277,10 @@ class KafkaConnection(asyncio.Protocol):
         connection whose request handler is running is never idle (0), whatever it waits
         for (a Fetch in the purgatory, an acks=all Produce, a JoinGroup). The request has a
         deadline of its own (``max_wait_ms``, a timeout), and cutting it would only make
-        the client retry. Its idle time starts when the handler returns."""
-        if self._handling:
+        the client retry. Its idle time starts when the handler returns. A connection muted
+        by a quota is not idle either (its client is made to wait); its idle time starts
+        again when the mute ends."""
+        if self._handling or self._muted:
             return 0.0
         pending = self._pending_output()
         if pending < self._pending_at_last_look:

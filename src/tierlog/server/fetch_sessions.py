@@ -291,6 +291,20 @@ class FetchContext:
             return [], session.id, ErrorCode.INVALID_FETCH_SESSION_EPOCH
         return _select(session, self.topics, read, self.changes), session.id, ErrorCode.NONE
 
+    def throttled(self) -> tuple[int, ErrorCode]:
+        """(session id, top-level error) of the empty answer a throttled Fetch gets (Kafka's
+        ``getThrottledResponse``): a full request creates no session and an incremental
+        one leaves its session as it was, so nothing counts as sent."""
+        if self.kind is ContextKind.INCREMENTAL:
+            session = self.session
+            assert session is not None
+            if session.epoch != self.expected_epoch:
+                return session.id, ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return session.id, ErrorCode.NONE
+        if self.kind is ContextKind.ERROR:
+            return INVALID_SESSION_ID, self.error
+        return INVALID_SESSION_ID, ErrorCode.NONE
+
 
 def _select(
     session: FetchSession,

@@ -73,6 +73,19 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "max_connections_per_ip (max.connections.per.ip and its overrides) or max_connections.",
     ),
     MetricDoc(
+        "tierlog_client_quota_throttle_seconds_total",
+        "counter",
+        "quota",
+        "Throttle time given to clients over a quota (KIP-219), per quota: Produce "
+        "(producer_byte_rate), Fetch (consumer_byte_rate) or Request (request_percentage).",
+    ),
+    MetricDoc(
+        "tierlog_client_quota_throttled_responses_total",
+        "counter",
+        "quota",
+        "Responses that carried a throttle time, per quota (the larger one when both were over).",
+    ),
+    MetricDoc(
         "tierlog_log_size_bytes", "gauge", "topic, partition", "Bytes of local log segments."
     ),
     MetricDoc(
@@ -322,6 +335,18 @@ class BrokerMetrics:
             "tierlog_connections_refused",
             "Connections closed right after the accept because a limit was reached.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.quota_throttle_seconds = Counter(
+            "tierlog_client_quota_throttle_seconds",
+            "Throttle time given to clients over a quota, per quota.",
+            ["quota"],
+            registry=self.registry,
+        )
+        self.quota_throttled = Counter(
+            "tierlog_client_quota_throttled_responses",
+            "Responses that carried a throttle time, per quota.",
+            ["quota"],
             registry=self.registry,
         )
         self._children: dict[str, tuple[Any, Any]] = {}

@@ -14,10 +14,11 @@ cannot even describe it, the connection is closed, which is what Kafka does too)
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 from tierlog.protocol.api_keys import ApiKey
@@ -35,6 +36,9 @@ from tierlog.protocol.fetch_response import ResponsePart
 from tierlog.protocol.versions import api_name, api_versions_fallback, is_supported
 from tierlog.server.connection import ConnectionInfo, Reply
 from tierlog.server.metrics import BrokerMetrics
+from tierlog.server.quotas.entities import QuotaKind
+from tierlog.server.quotas.loop_time import LoopTimer
+from tierlog.server.quotas.manager import ClientQuotas
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +68,15 @@ HandlerResult = Any  # kio response entity | RawReply | NO_REPLY | CLOSE
 Handler = Callable[[Request, ConnectionInfo], Awaitable[HandlerResult]]
 
 
+#: Requests no client quota applies to: brokers' own (Kafka exempts its cluster actions).
+QUOTA_EXEMPT = frozenset({ApiKey.WRITE_TXN_MARKERS})
+
+
 class Router:
-    def __init__(self, metrics: BrokerMetrics) -> None:
+    def __init__(self, metrics: BrokerMetrics, quotas: ClientQuotas | None = None) -> None:
         self._handlers: dict[int, Handler] = {}
         self._metrics = metrics
+        self._quotas = quotas
 
     def register(self, api_key: ApiKey, handler: Handler) -> None:
         self._handlers[api_key] = handler
@@ -96,8 +105,20 @@ class Router:
             return self._sent(
                 [encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)]
             )
+        conn.begin_request(hdr.client_id or "", len(frame))
+        quotas = self._quotas
+        timed = (
+            quotas is not None
+            and quotas.enabled(QuotaKind.REQUEST)
+            and hdr.api_key not in QUOTA_EXEMPT
+        )
+        result: HandlerResult
         try:
-            result = await handler(request, conn)
+            if timed:
+                conn.timer = LoopTimer()
+                result = await conn.timer.run(handler(request, conn))
+            else:
+                result = await handler(request, conn)
         except Exception:
             # A bug in a handler must not take the connection down with it: answer like
             # Kafka does for an unexpected exception, and log it loudly.
@@ -105,6 +126,8 @@ class Router:
             result = error_response(hdr.api_key, hdr.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
         finally:
             self._metrics.observe_request(name, time.perf_counter() - started)
+        if timed:
+            result = self._charge_request(conn, result)
         if result is NO_REPLY:
             return []
         if result is CLOSE:
@@ -115,6 +138,30 @@ class Router:
         return self._sent(
             [encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, result)]
         )
+
+    def _charge_request(self, conn: ConnectionInfo, result: HandlerResult) -> HandlerResult:
+        """Charge the request's loop time to the client's ``request_percentage`` (unless its
+        handler did, or it is exempt) and put the connection's throttle time in the
+        response, when the response has the field (Kafka's ``sendResponseMaybeThrottle``)."""
+        quotas, timer = self._quotas, conn.timer
+        if quotas is None or timer is None:
+            return result
+        if not conn.request_charged and not conn.quota_exempt:
+            throttle = quotas.record(
+                QuotaKind.REQUEST,
+                conn.principal,
+                conn.client_id,
+                timer.elapsed() * 100,
+                time.monotonic() * 1000,
+            )
+            if throttle > conn.throttle_ms:
+                quotas.throttled(QuotaKind.REQUEST, throttle)
+                conn.throttle(throttle)
+        if conn.throttle_ms <= 0 or not is_dataclass(result) or isinstance(result, type):
+            return result
+        if not any(f.name == "throttle_time" for f in fields(result)):
+            return result
+        return replace(result, throttle_time=datetime.timedelta(milliseconds=conn.throttle_ms))
 
     def _sent(self, buffers: Sequence[bytes]) -> Reply:
         self._metrics.bytes_out.inc(sum(len(b) for b in buffers))

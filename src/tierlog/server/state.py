@@ -15,11 +15,13 @@ from tierlog.server.fetch_sessions import FetchSessionCache
 from tierlog.server.group import GroupCoordinator
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
+from tierlog.server.quotas.manager import ClientQuotas
 from tierlog.server.topics import TopicManager
 from tierlog.server.txn_partition_hooks import AllowAllVerifier, TxnMarkerListener, TxnVerifier
 
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
+    from tierlog.server.quotas.store import QuotaStore
     from tierlog.server.tiering import Tiering
     from tierlog.server.txn.coordinator import TxnCoordinator
 
@@ -50,6 +52,10 @@ class BrokerState:
     txn_verifier: TxnVerifier = field(default_factory=AllowAllVerifier)
     #: Told of each transaction marker written here (the group coordinator's offsets).
     txn_marker_listener: TxnMarkerListener | None = None
+    #: Client quotas: every entity's settings and the clients' rates (none set: no cost).
+    quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(11, 1))
+    #: Where quota settings are kept (state file or ZooKeeper); None until it is built.
+    quota_store: QuotaStore | None = None
     shutting_down: bool = False
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from tierlog.server.connection import ConnectionInfo
 from tierlog.server.handlers import (
     admin_topics,
     api_versions,
+    client_quotas,
     cluster,
     cluster_admin,
     cluster_metadata,
@@ -35,8 +37,6 @@ from tierlog.server.state import BrokerState
 _Simple = Callable[[BrokerState, Request], Awaitable[Any]]
 
 _SIMPLE: dict[ApiKey, _Simple] = {
-    ApiKey.PRODUCE: produce.handle_produce,
-    ApiKey.FETCH: fetch.handle_fetch,
     ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
     ApiKey.METADATA: metadata.handle_metadata,
     ApiKey.API_VERSIONS: api_versions.handle_api_versions,
@@ -58,6 +58,8 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     ApiKey.DESCRIBE_PRODUCERS: producers.handle_describe_producers,
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
@@ -71,6 +73,15 @@ _GROUPS: dict[ApiKey, _Simple] = {
     ApiKey.LIST_GROUPS: groups.handle_list_groups,
     ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+}
+
+
+_WithConnection = Callable[[BrokerState, Request, ConnectionInfo], Awaitable[Any]]
+
+#: Handlers that need the connection: its principal and client quotas' throttle.
+_WITH_CONNECTION: dict[ApiKey, _WithConnection] = {
+    ApiKey.PRODUCE: produce.handle_produce,
+    ApiKey.FETCH: fetch.handle_fetch,
 }
 
 
@@ -103,6 +114,8 @@ def register_all(router: Router, state: BrokerState) -> None:
         router.register(key, _bind(state, fn))
     for key, fn in _GROUPS.items():
         router.register(key, _bind(state, fn))
+    for key, with_conn in _WITH_CONNECTION.items():
+        router.register(key, functools.partial(with_conn, state))
 
     async def join(req: Request, conn: ConnectionInfo) -> Any:
         host = conn.peer.rsplit(":", 1)[0]

@@ -33,6 +33,12 @@ each follower's fetch offset (its LEO), which moves the ISR and the high waterma
 (``ReplicaManager.on_follower_fetch``). A follower that sends ``last_fetched_epoch`` is
 checked first: one whose log diverged from ours gets no records but ``diverging_epoch``
 (truncation on fetch, KIP-595), and its fetch offset is not recorded.
+
+Client quotas (KIP-219), as Kafka's ``handleFetchRequest``: a consumer's ``max_bytes`` is
+capped by what its ``consumer_byte_rate`` allows in one window; once read, the bytes it
+would get count against that rate, and a consumer over it gets an empty answer carrying the
+throttle time (the bytes taken back, its session untouched), its connection then muted.
+Followers (``replica_id >= 0``) are never throttled by client quotas.
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from tierlog.log import PartitionLog
 from tierlog.protocol.codec import Request
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from tierlog.server.connection import ConnectionInfo
 from tierlog.server.fetch_sessions import ContextKind, FetchContext
+from tierlog.server.quotas.entities import QuotaKind
 from tierlog.server.router import RawReply
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.tiered.manager import RemoteFetchRequest
@@ -435,11 +443,50 @@ def _session_context(state: BrokerState, body: Any, version: int, follower: bool
     )
 
 
-async def handle_fetch(state: BrokerState, req: Request) -> Any:
+def _quota_max_bytes(state: BrokerState, conn: ConnectionInfo, max_bytes: int) -> int:
+    """A consumer with a ``consumer_byte_rate`` asks for at most what its quota allows in
+    one window (Kafka's ``getMaxValueInQuotaWindow``), so one answer cannot take it far over."""
+    window = state.quotas.max_in_window(QuotaKind.FETCH, conn.principal, conn.client_id)
+    return max_bytes if window is None else min(max_bytes, window)
+
+
+def _throttle(state: BrokerState, conn: ConnectionInfo, size: int) -> int:
+    """KIP-219 for a consumer's Fetch, once it has read: charge the bytes it would return to
+    its ``consumer_byte_rate`` and its loop time to its ``request_percentage``. Over
+    either, the bytes are taken back (it returns nothing) and the connection is muted for
+    the larger throttle time."""
+    quotas = state.quotas
+    fetch_on = quotas.enabled(QuotaKind.FETCH)
+    timer = conn.timer
+    if not fetch_on and timer is None:
+        return 0
+    now_ms = time.monotonic() * 1000
+    principal, client_id = conn.principal, conn.client_id
+    request = 0
+    if timer is not None:
+        conn.request_charged = True
+        request = quotas.record(
+            QuotaKind.REQUEST, principal, client_id, timer.elapsed() * 100, now_ms
+        )
+    bandwidth = (
+        quotas.record(QuotaKind.FETCH, principal, client_id, size, now_ms) if fetch_on else 0
+    )
+    throttle = max(bandwidth, request)
+    if throttle <= 0:
+        return 0
+    if fetch_on:
+        quotas.unrecord(QuotaKind.FETCH, principal, client_id, size, now_ms)
+    quotas.throttled(QuotaKind.FETCH if bandwidth > request else QuotaKind.REQUEST, throttle)
+    conn.throttle(throttle)
+    return throttle
+
+
+async def handle_fetch(state: BrokerState, req: Request, conn: ConnectionInfo) -> Any:
     body = req.body
     version = req.header.api_version
     replica_id = _replica_id(body, version)
     follower = replica_id >= 0
+    conn.quota_exempt = follower
     ctx = _session_context(state, body, version, follower)
     if ctx.kind is ContextKind.ERROR:
         buffers, size = encode_fetch_response(
@@ -449,6 +496,9 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
     max_wait_s = body.max_wait.total_seconds()
     min_bytes = int(body.min_bytes)
     max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), state.config.fetch_max_bytes)
+    if not follower:
+        max_bytes = _quota_max_bytes(state, conn, max_bytes)
+        min_bytes = min(min_bytes, max_bytes)
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     deadline = time.monotonic() + max_wait_s
     plan = _resolve(state, ctx.topics, version)
@@ -469,6 +519,18 @@ async def handle_fetch(state: BrokerState, req: Request) -> Any:
             break  # timed out; nothing was appended since the last read
         if ctx.reread():
             plan = _resolve(state, ctx.topics, version)
+    throttle_ms = 0 if follower else _throttle(state, conn, total)
+    if throttle_ms > 0:
+        session_id, error = ctx.throttled()
+        buffers, size = encode_fetch_response(
+            version,
+            req.header.correlation_id,
+            [],
+            throttle_time_ms=throttle_ms,
+            error_code=int(error),
+            session_id=session_id,
+        )
+        return RawReply(buffers, size)
     topics, session_id, error = ctx.respond(topics)
     buffers, size = encode_fetch_response(
         version,

@@ -26,6 +26,10 @@ watermark passes it (``ReplicaManager.wait_for_acks``). A NOT_LEADER_OR_FOLLOWER
 carries the leader this broker knows of (KIP-951, Produce v10+: ``current_leader`` per
 partition and the ``node_endpoints`` of those leaders), so a client moves to the new leader
 without a Metadata round trip, as after a controlled shutdown moved the leadership away.
+
+Client quotas (KIP-219): the records are appended first, then the request's size counts
+against the client's ``producer_byte_rate``; an answer over quota carries the throttle time
+and the connection reads nothing more for that long.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.protocol.records import RECORDS_OFFSET, read_header
 from tierlog.replication.partition import Partition
+from tierlog.server.connection import ConnectionInfo
 from tierlog.server.handlers.cluster_metadata import brokers
 from tierlog.server.handlers.fetch import no_log_error
+from tierlog.server.quotas.entities import QuotaKind
 from tierlog.server.router import CLOSE, NO_REPLY
 from tierlog.server.state import LEADER_EPOCH, BrokerState
 from tierlog.server.txn_partition_hooks import produce_error_for
@@ -220,7 +226,39 @@ async def _verify(
     return refused
 
 
-async def handle_produce(state: BrokerState, req: Request) -> Any:
+def _throttle(state: BrokerState, conn: ConnectionInfo, acks: int) -> int:
+    """KIP-219 for Produce, after the append: charge the request's size to the client's
+    ``producer_byte_rate`` and (unless acks=0, as Kafka) its loop time to its
+    ``request_percentage``; the connection is muted for the larger throttle time, which the
+    response carries."""
+    quotas = state.quotas
+    produce_on = quotas.enabled(QuotaKind.PRODUCE)
+    timer = conn.timer if acks != 0 else None
+    if not produce_on and timer is None:
+        return 0
+    now_ms = time.monotonic() * 1000
+    principal, client_id = conn.principal, conn.client_id
+    bandwidth = (
+        quotas.record(QuotaKind.PRODUCE, principal, client_id, conn.request_size, now_ms)
+        if produce_on
+        else 0
+    )
+    request = 0
+    if timer is not None:
+        conn.request_charged = True
+        request = quotas.record(
+            QuotaKind.REQUEST, principal, client_id, timer.elapsed() * 100, now_ms
+        )
+    if bandwidth <= 0 and request <= 0:
+        return 0
+    kind = QuotaKind.PRODUCE if bandwidth > request else QuotaKind.REQUEST
+    throttle = max(bandwidth, request)
+    quotas.throttled(kind, throttle)
+    conn.throttle(throttle)
+    return throttle
+
+
+async def handle_produce(state: BrokerState, req: Request, conn: ConnectionInfo) -> Any:
     body = req.body
     acks = int(body.acks)
     started = time.monotonic()
@@ -249,12 +287,13 @@ async def handle_produce(state: BrokerState, req: Request) -> Any:
             if leader is not None:
                 leaders.add(leader)
         responses.append({"name": name, "partition_responses": answers})
+    throttle_ms = _throttle(state, conn, acks)
     if acks == 0:
         return CLOSE if failed else NO_REPLY
     return mk(
         response_schema(ApiKey.PRODUCE, req.header.api_version),
         responses=responses,
-        throttle_time=0,
+        throttle_time=throttle_ms,
         node_endpoints=[b for b in brokers(state) if b["node_id"] in leaders] if leaders else [],
     )
 
