@@ -319,3 +319,25 @@ def test_quotas_survive_a_restart(broker_factory: Factory) -> None:
     stored = json.loads((b.log_dir / "client-quotas.json").read_text())
     assert stored["entities"]["users/ANONYMOUS"] == {"producer_byte_rate": str(RATE)}
     assert cq.produce_throttle_ms(b.host_port, "kept", "after-restart", 3 * RATE) > 0
+
+
+def test_request_percentage_throttles_by_time_on_the_loop(broker_factory: Factory) -> None:
+    b = broker_factory(WINDOW)
+    # 0.01 % of the loop: a tenth of a millisecond per second, less than one request takes
+    assert cq.alter(b.bootstrap, {"client-id": "busy"}, {"request_percentage": 0.01}) == (
+        0,
+        None,
+    )
+
+    def metadata_throttles(client_id: str, requests: int) -> list[float]:
+        seen: list[float] = []
+        with WireConnection(*b.host_port, client_id=client_id) as conn:
+            for _ in range(requests):
+                r = conn.call(ApiKey.METADATA, 12, topics=None)
+                seen.append(r.throttle_time.total_seconds())
+        return seen
+
+    assert metadata_throttles("idle", 5) == [0.0] * 5
+    throttles = metadata_throttles("busy", 2)
+    assert 0 < throttles[0] <= 1.0  # at most one window (quota.window.size.seconds)
+    assert b.metric(THROTTLED, quota="Request") > 0

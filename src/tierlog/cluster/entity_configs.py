@@ -150,7 +150,9 @@ class EntityConfigWatcher:
     settings read again, to ``on_change(entity_path, config)`` (on kazoo's thread).
 
     Only notifications after those present at ``start`` are processed: the caller reads
-    every entity once right after starting the watch, so nothing between is lost.
+    every entity once right after starting the watch, so nothing between is lost. A
+    notification whose entity could not be read is processed again at the next change of
+    ``/config/changes`` (kazoo re-arms the watch after a new session).
     """
 
     def __init__(
@@ -197,8 +199,8 @@ class EntityConfigWatcher:
                 except NoNodeError:
                     continue
                 if seq > self._last:
-                    self._last = seq
                     self._apply(data)
+                    self._last = seq
                 if now_ms - stat.ctime >= NOTIFICATION_EXPIRY_MS:
                     try:
                         self._zk.delete(note)
