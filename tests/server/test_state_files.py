@@ -27,3 +27,21 @@ def test_broker_refuses_to_start_on_a_damaged_topic_registry(tmp_path: Path) -> 
     out = serve_to_exit(data, {"metrics.listener": "http://127.0.0.1:0"})
     assert out.returncode == 1, out.stderr
     assert "__tierlog_topics.json is damaged" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"entities": {"clients/a": ', "client-quotas.json is damaged"),
+        ('{"entities": {"topics/t": {}}}', "'topics/t' is not a quota entity"),
+    ],
+)
+def test_broker_refuses_to_start_on_damaged_client_quotas(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "client-quotas.json").write_text(content)
+    out = serve_to_exit(data, {})
+    assert out.returncode == 1, out.stderr
+    assert message in out.stderr
