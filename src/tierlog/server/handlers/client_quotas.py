@@ -27,6 +27,8 @@ from tierlog.server.state import BrokerState
 
 log = logging.getLogger(__name__)
 
+NOT_LOADED = "client quotas are not loaded yet (the broker is joining the cluster)"
+
 
 def _entity_data(entity: QuotaEntity) -> list[dict[str, Any]]:
     return [{"entity_type": t, "entity_name": n} for t, n in entity.to_wire()]
@@ -38,7 +40,14 @@ async def handle_describe_client_quotas(state: BrokerState, req: Request) -> Any
     components = [
         FilterComponent(c.entity_type, int(c.match_type), c.match) for c in body.components
     ]
-    assert state.quota_store is not None
+    if state.quota_store is None:
+        return mk(
+            schema,
+            throttle_time=0,
+            error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+            error_message=NOT_LOADED,
+            entries=None,
+        )
     try:
         found = describe(await state.quota_store.read_all(), components, bool(body.strict))
     except (InvalidQuotaRequest, UnsupportedQuotaRequest) as e:
@@ -66,7 +75,10 @@ async def _alter_one(state: BrokerState, entry: Any, validate_only: bool) -> dic
         "error_message": None,
     }
     store = state.quota_store
-    assert store is not None
+    if store is None:
+        answer["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
+        answer["error_message"] = NOT_LOADED
+        return answer
     try:
         entity = QuotaEntity.from_wire(components)
         ops = [Op(op.key, float(op.value), bool(op.remove)) for op in entry.ops]
