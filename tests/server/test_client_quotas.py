@@ -148,6 +148,8 @@ def test_alter_and_describe_follow_kafka_validation_and_filters(broker: BrokerPr
         ({"client-id": "a"}, {"producer_byte_rate": 1.5}, "must be a LONG value"),
         ({"client-id": "a"}, {"consumer_byte_rate": -5.0}, "must be a positive number"),
         ({"client-id": "a"}, {"controller_mutation_rate": 5.0}, "not supported"),
+        ({"ip": "not-an-ip"}, {"connection_creation_rate": 5.0}, "not a valid IP address"),
+        ({"ip": "1.2.3.4"}, {"producer_byte_rate": 5.0}, "Invalid configuration key"),
         ({}, {"producer_byte_rate": 1.0}, "Invalid empty client quota entity"),
         ({"group": "g"}, {"producer_byte_rate": 1.0}, "Unhandled client quota entity type"),
         ({"user": ""}, {"producer_byte_rate": 1.0}, "Empty user not supported"),
@@ -209,6 +211,16 @@ def test_alter_and_describe_follow_kafka_validation_and_filters(broker: BrokerPr
 
     assert cq.alter(bs, {"client-id": "a"}, remove=["producer_byte_rate"]) == (0, None)
     assert a not in cq.describe(bs)[2]
+
+    # ip entities never mix with user/client-id ones in a filter
+    assert cq.alter(bs, {"ip": "::ffff:10.0.0.1"}, {"connection_creation_rate": 500}) == (0, None)
+    assert cq.alter(bs, {"ip": None}, {"connection_creation_rate": 1000}) == (0, None)
+    ips = [("ip", cq.MATCH_SPECIFIED, None)]
+    assert cq.describe(bs, ips)[2] == {
+        (("ip", "10.0.0.1"),): {"connection_creation_rate": 500.0},
+        (("ip", None),): {"connection_creation_rate": 1000.0},
+    }
+    assert (("ip", None),) not in cq.describe(bs, specified_user)[2]
 
 
 def test_specific_entities_take_precedence_over_defaults(broker_factory: Factory) -> None:
@@ -341,3 +353,41 @@ def test_request_percentage_throttles_by_time_on_the_loop(broker_factory: Factor
     throttles = metadata_throttles("busy", 2)
     assert 0 < throttles[0] <= 1.0  # at most one window (quota.window.size.seconds)
     assert b.metric(THROTTLED, quota="Request") > 0
+
+
+def test_connection_creation_rate_of_an_ip_holds_then_closes_extra_connections(
+    broker_factory: Factory,
+) -> None:
+    b = broker_factory(WINDOW)
+    assert cq.alter(b.bootstrap, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2}) == (
+        0,
+        None,
+    )
+    api_versions = request_schema(ApiKey.API_VERSIONS, 0)
+    assert api_versions is not None
+    request = encode_request(ApiKey.API_VERSIONS, 0, 1, "burst", mk(api_versions))
+    answered: list[bool] = []
+    closed_after: list[float] = []
+    socks = []
+    started = time.monotonic()
+    try:
+        for _ in range(4):
+            sock = raw_connection(b.host_port)
+            socks.append(sock)
+            sock.sendall(request)
+        for sock in socks:
+            sock.settimeout(5)
+            try:
+                answered.append(len(recv_frame(sock)) > 0)
+            except (AssertionError, ConnectionError):
+                answered.append(False)
+                closed_after.append(time.monotonic() - started)
+    finally:
+        for sock in socks:
+            sock.close()
+    # two per second over a one-second window (the connection that set the quota came
+    # before it): the first two are served, the rest held and closed
+    assert answered[:2] == [True, True] and False in answered[2:]
+    # (3 - 2) / 2 over a one-second window: held about half a second before the close
+    assert min(closed_after) >= 0.3
+    assert b.metric("tierlog_connections_refused_total", reason="connection_creation_rate") > 0

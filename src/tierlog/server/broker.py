@@ -131,6 +131,7 @@ class Broker:
             int(cfg.get("quota.window.size.seconds")),
             QuotaCounters(self.metrics.quota_throttle_seconds, self.metrics.quota_throttled),
         )
+        limits.creation_rate = quotas.connection_throttle_ms
         local_quotas: LocalQuotaStore | None = None
         if not cfg.get("zookeeper.connect"):
             local_quotas = LocalQuotaStore(quotas, state_dir)

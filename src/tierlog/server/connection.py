@@ -144,6 +144,13 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.abort()
                 return
             self._admitted_from = address
+            throttle_ms = self._limits.creation_throttle_ms(address)
+            if throttle_ms > 0:
+                self._closing = True
+                self._transport.pause_reading()
+                loop = asyncio.get_running_loop()
+                loop.call_later(throttle_ms / 1000, self._transport.abort)
+                return
         self._progress.at = asyncio.get_running_loop().time()
         self._registry.add(self)
 

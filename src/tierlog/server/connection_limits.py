@@ -1,4 +1,5 @@
-"""Connection limits: ``max.connections``, ``max.connections.per.ip`` and its overrides.
+"""Connection limits: ``max.connections``, ``max.connections.per.ip`` and its overrides, and
+the ``ip`` entity's ``connection_creation_rate`` client quota (KIP-612).
 
 A connection is counted from the moment it is accepted until it is lost. One over a limit is
 closed right after the accept, before any byte of it is read, and counted in
@@ -11,6 +12,12 @@ Addresses are compared in their canonical text form, with an IPv4-mapped IPv6 ad
 its IPv4 address (a dual-stack listener sees IPv4 clients that way). Host names in the
 overrides are resolved once, when the broker starts, as Kafka does; a name that does not
 resolve stops the start-up.
+
+A connection admitted by those limits is then counted against its IP's
+``connection_creation_rate`` (``ips/<ip>``, else ``ips/<default>``, set with
+AlterClientQuotas). One that takes the rate over it is held unread for the throttle time
+(at most one quota window) and then closed, as Kafka's acceptor does, and counted with the
+reason ``connection_creation_rate``; it does not count against the rate.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter
 
@@ -76,8 +84,12 @@ class ConnectionLimits:
         self._overrides = dict(per_ip_overrides)
         self._refused_total = refused.labels("max_connections")
         self._refused_per_ip = refused.labels("max_connections_per_ip")
+        self._refused_rate = refused.labels("connection_creation_rate")
         self._per_ip: dict[str, int] = {}
         self._total = 0
+        #: KIP-612's per-IP ``connection_creation_rate`` (``ClientQuotas``): given an address
+        #: and the time in ms, how long to hold a new connection before closing it (0: keep).
+        self.creation_rate: Callable[[str, float], int] | None = None
 
     @classmethod
     def from_config(cls, cfg: BrokerConfig, refused: Counter) -> ConnectionLimits:
@@ -110,6 +122,22 @@ class ConnectionLimits:
         self._per_ip[ip] = count + 1
         self._total += 1
         return True
+
+    def creation_throttle_ms(self, address: str) -> int:
+        """How long to hold an admitted connection from ``address`` before closing it unread
+        because its IP opens connections faster than its ``connection_creation_rate``
+        (Kafka's acceptor delays the close by the throttle time, so a client that retries
+        at once is slowed down too); 0 to serve it."""
+        if self.creation_rate is None:
+            return 0
+        ip = canonical_ip(address)
+        throttle = self.creation_rate(ip, time.monotonic() * 1000)
+        if throttle > 0:
+            self._refused_rate.inc()
+            log.info(
+                "closing a connection from %s in %d ms: connection_creation_rate", ip, throttle
+            )
+        return throttle
 
     def release(self, address: str) -> None:
         """An admitted connection from ``address`` is gone."""

@@ -70,7 +70,9 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "counter",
         "reason",
         "Connections closed right after the accept because a limit was reached: reason "
-        "max_connections_per_ip (max.connections.per.ip and its overrides) or max_connections.",
+        "max_connections_per_ip (max.connections.per.ip and its overrides), max_connections, "
+        "or connection_creation_rate (the ip entity's client quota; closed after its "
+        "throttle time).",
     ),
     MetricDoc(
         "tierlog_client_quota_throttle_seconds_total",

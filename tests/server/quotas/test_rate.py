@@ -75,3 +75,20 @@ def test_request_throttle_is_at_most_one_window() -> None:
     quotas = ClientQuotas(11, 1)
     quotas.replace_all({"clients/busy": {"request_percentage": "1.0"}})
     assert quotas.record(QuotaKind.REQUEST, "u", "busy", 50_000.0, 0) == 1000
+
+
+def test_connection_creation_rate_per_ip() -> None:
+    quotas = ClientQuotas(2, 1)
+    quotas.replace_all(
+        {
+            "ips/<default>": {"connection_creation_rate": "2"},
+            "ips/10.0.0.1": {"connection_creation_rate": "1"},
+        }
+    )
+    assert [quotas.connection_throttle_ms("1.1.1.1", 0) for _ in range(2)] == [0, 0]
+    assert quotas.connection_throttle_ms("1.1.1.1", 0) == 500  # (3 - 2) / 2 x 1 s
+    assert quotas.connection_throttle_ms("1.1.1.1", 0) == 500  # the refused one did not count
+    assert quotas.connection_throttle_ms("10.0.0.1", 0) == 0
+    assert quotas.connection_throttle_ms("10.0.0.1", 0) == 1000  # at most one window
+    quotas.replace_all({})
+    assert quotas.connection_throttle_ms("1.1.1.1", 0) == 0

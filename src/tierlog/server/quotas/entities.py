@@ -6,15 +6,18 @@ An entity is stored under Kafka's ZooKeeper entity path, which is also its ident
 ``%2A`` and a space as ``%20``) and ``<default>`` standing for the default entity. Since ``<``
 and ``>`` are always encoded, a user really called ``<default>`` never collides with it.
 
-A client is matched by ``(user principal, client id)``: ``precedence`` lists the eight
-levels Kafka searches, most specific first, each with the name pair its rate is measured
-under (a quota set for ``users/<default>`` is one rate per user, shared by that user's
-client ids; one set for ``clients/<default>`` is one rate per client id).
+A connection is matched by its IP address (``ips/<ip>``, then ``ips/<default>``) for
+``connection_creation_rate``, and a client by ``(user principal, client id)``:
+``precedence`` lists the eight levels Kafka searches, most specific first, each with the
+name pair its rate is measured under (a quota set for ``users/<default>`` is one rate per
+user, shared by that user's client ids; one set for ``clients/<default>`` is one rate per
+client id).
 """
 
 from __future__ import annotations
 
 import enum
+import ipaddress
 import math
 from dataclasses import dataclass
 from urllib.parse import quote, unquote_plus
@@ -66,8 +69,8 @@ USER_CLIENT_KEYS: dict[str, ValueType] = {
 #: The keys an ip entity takes.
 IP_KEYS: dict[str, ValueType] = {CONNECTION_CREATION_RATE: ValueType.INT}
 
-NOT_ENFORCED = frozenset({CONTROLLER_MUTATION_RATE, CONNECTION_CREATION_RATE})
-"""Keys tierlog refuses to set: they are valid in Kafka but nothing here would enforce them."""
+NOT_ENFORCED = frozenset({CONTROLLER_MUTATION_RATE})
+"""Keys tierlog refuses to set: valid in Kafka, but nothing here would enforce them."""
 
 
 class InvalidQuotaRequest(ValueError):
@@ -146,6 +149,9 @@ class QuotaEntity:
                 "Invalid quota entity combination, IP entity should not be used with "
                 "user/client ID entity."
             )
+        ip = names.get(IP)
+        if ip is not None and ip != DEFAULT:
+            ip = names[IP] = _checked_ip(desanitize(ip))
         return cls(user=names.get(USER), client_id=names.get(CLIENT_ID), ip=names.get(IP))
 
     def to_wire(self) -> list[tuple[str, str | None]]:
@@ -176,8 +182,7 @@ def checked_value(key: str, value: float, keys: dict[str, ValueType]) -> str:
         raise InvalidQuotaRequest(f"Invalid configuration key {key}")
     if key in NOT_ENFORCED:
         raise InvalidQuotaRequest(
-            f"{key} is not supported by tierlog: it has no controller mutation or "
-            "connection creation quotas"
+            f"{key} is not supported by tierlog: it has no controller mutation quota"
         )
     if not math.isfinite(value) or value <= 0:
         raise InvalidQuotaRequest(f"Configuration {key} must be a positive number, not {value}")
@@ -188,6 +193,20 @@ def checked_value(key: str, value: float, keys: dict[str, ValueType]) -> str:
     if abs(whole - value) > epsilon:
         raise InvalidQuotaRequest(f"Configuration {key} must be a {vtype.value} value")
     return str(whole)
+
+
+def _checked_ip(name: str) -> str:
+    """An ip entity's name: an IP address, kept in its canonical form (so ``::ffff:1.2.3.4``
+    and ``1.2.3.4`` are one entity, as the connections' addresses are compared). Kafka also
+    takes a host name it can resolve; tierlog refuses one, since a connection is matched by
+    its address and a name may resolve differently later."""
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        raise InvalidQuotaRequest(f"{name} is not a valid IP address") from None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return sanitize(str(ip))
 
 
 @dataclass(frozen=True, slots=True)

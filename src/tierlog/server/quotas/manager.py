@@ -22,7 +22,14 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
-from tierlog.server.quotas.entities import QuotaKind, precedence
+from tierlog.server.quotas.entities import (
+    CONNECTION_CREATION_RATE,
+    DEFAULT,
+    IPS,
+    QuotaKind,
+    precedence,
+    sanitize,
+)
 from tierlog.server.quotas.rate import WindowedRate
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,8 @@ class ClientQuotas:
         self._enabled: frozenset[QuotaKind] = frozenset()
         self._resolved: dict[tuple[QuotaKind, str, str], _Resolved | None] = {}
         self._rates: dict[tuple[QuotaKind, str, str], WindowedRate] = {}
+        self._ip_bounds: dict[str, float] = {}
+        self._ip_rates: dict[str, WindowedRate] = {}
         self._created = 0
 
     # ---- settings -------------------------------------------------------------------------
@@ -103,6 +112,17 @@ class ClientQuotas:
 
     def _changed(self) -> None:
         self._resolved.clear()
+        self._ip_bounds = {}
+        for path, config in self._configs.items():
+            text = config.get(CONNECTION_CREATION_RATE)
+            if not path.startswith(f"{IPS}/") or text is None:
+                continue
+            try:
+                self._ip_bounds[path[len(IPS) + 1 :]] = float(text)
+            except ValueError:
+                log.error(
+                    "ignoring %s=%r of %s: not a number", CONNECTION_CREATION_RATE, text, path
+                )
         self._enabled = frozenset(k for bounds in self._bounds.values() for k in bounds)
 
     # ---- enforcement ----------------------------------------------------------------------
@@ -164,6 +184,35 @@ class ClientQuotas:
         if bound is None:
             return None
         return int(min(bound * (self.num_samples - 1) * self.window_ms / 1000, 2**31 - 1))
+
+    def connection_throttle_ms(self, ip: str, now_ms: float) -> int:
+        """KIP-612: count a new connection from ``ip`` (canonical text) against its
+        ``connection_creation_rate``; the time to hold it before closing it when that takes
+        the rate over (at most one window, as Kafka), else 0. A refused connection does not
+        count."""
+        if not self._ip_bounds:
+            return 0
+        sanitized = sanitize(ip)
+        bound = self._ip_bounds.get(sanitized, self._ip_bounds.get(DEFAULT))
+        if bound is None:
+            return 0
+        rate = self._ip_rates.get(sanitized)
+        if rate is None:
+            if len(self._ip_rates) >= _PRUNE_EVERY:
+                self._prune_ips(now_ms)
+            rate = self._ip_rates[sanitized] = WindowedRate(self.num_samples, self.window_ms)
+        rate.record(1, now_ms)
+        throttle = rate.throttle_ms(bound, now_ms)
+        if throttle <= 0:
+            return 0
+        rate.record(-1, now_ms)
+        return min(throttle, self.window_ms)
+
+    def _prune_ips(self, now_ms: float) -> None:
+        horizon = self.num_samples * self.window_ms
+        for key, rate in list(self._ip_rates.items()):
+            if now_ms - rate.last_ms >= horizon:
+                del self._ip_rates[key]
 
     def throttled(self, kind: QuotaKind, throttle_ms: int) -> None:
         """Count a response throttled for ``kind``."""
