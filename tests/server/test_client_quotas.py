@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 import confluent_kafka as ck
+import kafka
 
 from tests.helpers import client_quotas as cq
 from tests.helpers.broker import BrokerProcess
@@ -391,3 +392,49 @@ def test_connection_creation_rate_of_an_ip_holds_then_closes_extra_connections(
     # (3 - 2) / 2 over a one-second window: held about half a second before the close
     assert min(closed_after) >= 0.3
     assert b.metric("tierlog_connections_refused_total", reason="connection_creation_rate") > 0
+
+
+def test_a_throttled_consumer_with_a_fetch_session_misses_nothing(
+    broker_factory: Factory,
+) -> None:
+    """kafka-python fetches through an incremental session (KIP-227): an empty throttled
+    answer must leave the session as it was, or partitions whose records it dropped would
+    never be sent again."""
+    b = broker_factory(WINDOW)
+    partitions, per_partition, size = 4, 16, 4096
+    with WireConnection(*b.host_port) as conn:
+        assert conn.create_topic("sessioned", partitions)[0] == 0
+    p = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    expected = []
+    for part in range(partitions):
+        for i in range(per_partition):
+            value = b"%02d-%04d" % (part, i) + b"s" * (size - 7)
+            expected.append(value)
+            p.produce("sessioned", value=value, partition=part)
+    assert p.flush(30) == 0
+    assert cq.alter(b.bootstrap, {"client-id": "kp"}, {"consumer_byte_rate": RATE}) == (0, None)
+    c = kafka.KafkaConsumer(
+        bootstrap_servers=b.bootstrap,
+        client_id="kp",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+    )
+    got: list[bytes] = []
+    started = time.monotonic()
+    try:
+        c.assign([kafka.TopicPartition("sessioned", part) for part in range(partitions)])
+
+        def drained() -> bool:
+            for msgs in c.poll(timeout_ms=200).values():
+                got.extend(m.value for m in msgs)
+            return len(got) >= len(expected)
+
+        wait_until(drained, 60, what="every record")
+    finally:
+        c.close()
+    elapsed = time.monotonic() - started
+    assert sorted(got) == sorted(expected)
+    assert elapsed >= len(expected) * size / RATE - 2
+    assert b.metric(THROTTLED, quota="Fetch") > 0
+    assert b.metric("tierlog_fetch_incremental_requests_total") > 0
