@@ -1,5 +1,5 @@
 """Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
-remote segments | dump-log | keys rewrap | audit | usage | docs``.
+consumer-groups | remote segments | dump-log | keys rewrap | audit | usage | docs``.
 
 The wire commands talk to a running broker over the Kafka wire protocol (our own codec
 over a plain socket, ``tierlog.client``), so they work against any Kafka-compatible broker
@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import election, offline, reassignment, remote, serve, topics
+from tierlog.cli import consumer_groups, election, offline, reassignment, remote, serve, topics
 from tierlog.cli.common import CLIENT_ID
 from tierlog.client import WireConnection
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub)
     reassignment.register(sub)
     election.register(sub)
+    consumer_groups.register(sub)
     remote.register(sub)
     offline.register_dump_log(sub)
     offline.register_delegated(sub)
@@ -43,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] and argv[0] in offline.SPARK_JOBS:  # their own options are parsed by the jobs
         return offline.spark_job(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    check_args = getattr(args, "check_args", None)
+    if check_args is not None:  # bad options are refused before any connection
+        check_args(args)
     if getattr(args, "wire_fn", None) is not None:
         try:
             client = WireConnection.to_bootstrap(args.bootstrap_server, client_id=CLIENT_ID)

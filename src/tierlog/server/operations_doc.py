@@ -102,6 +102,41 @@ _CLUSTER_ADMIN = [
 ]
 
 
+_CONSUMER_GROUPS = [
+    "## Consumer groups",
+    "",
+    "`tierlog consumer-groups --bootstrap-server B` is Kafka 3.7's `kafka-consumer-groups.sh`",
+    "over the wire: every group request goes to the group's coordinator (FindCoordinator),",
+    "`--list` asks every broker, and log offsets come from each partition's leader.",
+    "",
+    "* `--list [--state [S,...]]`: group ids; with `--state` a GROUP / STATE table, only the",
+    "  states named (case-insensitive) when some are.",
+    "* `--describe (--group G ... | --all-groups)`: per partition GROUP, TOPIC, PARTITION,",
+    "  CURRENT-OFFSET, LOG-END-OFFSET, LAG, CONSUMER-ID, HOST, CLIENT-ID. LAG is the log end",
+    "  offset (read_uncommitted, so it counts records of open transactions) minus the committed",
+    "  offset; `-` where there is no commit. Committed partitions no member holds are listed",
+    "  with `-` as the member. `--members [--verbose]` lists members (and their partitions),",
+    "  `--state` the coordinator, assignment strategy, state and member count.",
+    "* `--reset-offsets (--group G | --all-groups) (--topic T[:P,...] ... | --all-topics)`",
+    "  with one of `--to-earliest`, `--to-latest`, `--to-offset N`, `--shift-by N`,",
+    "  `--to-datetime YYYY-MM-DDTHH:mm:SS.sss` (local time unless a zone such as `Z` is given),",
+    "  `--by-duration PnDTnHnMnS`, `--to-current`, or `--from-file CSV` (`topic,partition,offset`",
+    "  lines, or `group,topic,partition,offset`, as `--export` prints them). Prints the plan",
+    "  and changes nothing unless `--execute` is given. Offsets past the log end or before its",
+    "  start are moved to it, with a warning. Refused while the group has active members",
+    "  (`Assignments can only be reset if the group 'G' is inactive, ...`): stop the consumers",
+    "  first, or their next commit overwrites the reset.",
+    "* `--delete --group G`: DeleteGroups (refused while the group has members);",
+    "  `--delete-offsets --group G --topic T[:P,...]`: OffsetDelete (refused for a topic the",
+    "  group's members are subscribed to).",
+    "",
+    "Unlike Kafka's tool, which exits 0 after printing most errors, the exit status is 1",
+    "whenever a group is missing, a reset or deletion is refused, or an option is wrong, and",
+    "errors go to stderr.",
+    "",
+]
+
+
 def render_operations_doc() -> str:
     lines = [
         "# tierlog operations",
@@ -204,6 +239,7 @@ def render_operations_doc() -> str:
         "reads could not rely on contiguous offsets.",
         "",
         *_CLUSTER_ADMIN,
+        *_CONSUMER_GROUPS,
         "## Metrics",
         "",
         "Prometheus text format at `metrics.listener` (default `http://127.0.0.1:9404/metrics`).",
