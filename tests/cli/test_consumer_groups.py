@@ -122,13 +122,12 @@ def test_reset_dry_run_prints_the_plan_and_commits_nothing(bootstrap: str) -> No
     assert committed(bootstrap, "dry") == {(HISTORY, 0): 5, (HISTORY, 1): 6}
 
 
-def _datetime_of_record(now_ms: int, i: int) -> str:
-    """Record ``i``'s timestamp as ``--to-datetime`` takes it, in UTC."""
-    seconds = (now_ms - (COUNT - i) * DAY_MS) / 1000
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        + f".{int(seconds * 1000) % 1000:03d}Z"
-    )
+def _datetime_of_record(now_ms: int, i: int, zone_hours: int = 0) -> str:
+    """Record ``i``'s timestamp as ``--to-datetime`` takes it: with no zone (UTC, as Kafka
+    reads it) or in a zone ``zone_hours`` east of UTC."""
+    ms = now_ms - (COUNT - i) * DAY_MS + zone_hours * 3_600_000
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}"
+    return text + (f"+{zone_hours:02d}:00" if zone_hours else "")
 
 
 #: Each scenario from a commit of 5 on both partitions: the options and the new offsets.
@@ -141,6 +140,10 @@ SCENARIOS: dict[str, Callable[[int], tuple[list[str], tuple[int, int]]]] = {
     "shift-by-before-the-start": lambda now: (["--shift-by", "-50"], (0, 0)),
     "to-current": lambda now: (["--to-current"], (5, 5)),
     "to-datetime": lambda now: (["--to-datetime", _datetime_of_record(now, 3)], (3, 3)),
+    "to-datetime-in-a-zone": lambda now: (
+        ["--to-datetime", _datetime_of_record(now, 4, zone_hours=2)],
+        (4, 4),
+    ),
     "by-duration": lambda now: (["--by-duration", "P5DT12H"], (5, 5)),
 }
 
@@ -301,6 +304,7 @@ def _closed_port() -> int:
             "only accepts one of [execute] and [dry-run]",
         ),
         (["--list", "--members"], "Option(s) [members] are unavailable"),
+        (["--list", "--state", "Sleepy"], "Invalid state list 'Sleepy'. Valid states are:"),
     ],
 )
 def test_bad_option_combinations_are_refused_before_connecting(

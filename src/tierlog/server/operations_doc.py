@@ -119,7 +119,7 @@ _CONSUMER_GROUPS = [
     "  `--state` the coordinator, assignment strategy, state and member count.",
     "* `--reset-offsets (--group G | --all-groups) (--topic T[:P,...] ... | --all-topics)`",
     "  with one of `--to-earliest`, `--to-latest`, `--to-offset N`, `--shift-by N`,",
-    "  `--to-datetime YYYY-MM-DDTHH:mm:SS.sss` (local time unless a zone such as `Z` is given),",
+    "  `--to-datetime YYYY-MM-DDTHH:mm:SS.sss` (UTC unless a zone such as `+02:00` follows),",
     "  `--by-duration PnDTnHnMnS`, `--to-current`, or `--from-file CSV` (`topic,partition,offset`",
     "  lines, or `group,topic,partition,offset`, as `--export` prints them). Prints the plan",
     "  and changes nothing unless `--execute` is given. Offsets past the log end or before its",

@@ -27,6 +27,8 @@ def run(c: WireConnection, a: argparse.Namespace) -> None:
         raise SystemExit(f"tierlog: {e}") from None
     except GroupCommandError as e:
         raise SystemExit(f"Error: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"Error: a broker could not be reached: {e}") from None
     finally:
         admin.close()
     if not ok:

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupDescription, TopicPartition
+from tierlog.cli.consumer_groups.options import STATES
 
 MISSING = "-"
 
@@ -44,7 +45,8 @@ def list_groups(admin: GroupAdmin, states: str | None) -> None:
         for group, _ in admin.list_groups():
             print(group)
         return
-    wanted = [s.strip() for s in states.split(",") if s.strip()]
+    canonical = {s.lower(): s for s in STATES}
+    wanted = [canonical[s.strip().lower()] for s in states.split(",") if s.strip()]
     groups = admin.list_groups(wanted)
     width = max([15, *(len(g) for g, _ in groups)]) + 10
     print(f"{'GROUP':<{width}} {'STATE':<20}".rstrip())

@@ -25,6 +25,18 @@ SCENARIOS = (
 )
 
 
+#: The group states ``--state`` may name (Kafka's ``ConsumerGroupState``, case-insensitive).
+STATES = (
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Empty",
+    "Assigning",
+    "Reconciling",
+)
+
+
 class UsageError(Exception):
     """A bad option combination: Kafka prints it with the usage and exits 1."""
 
@@ -70,6 +82,12 @@ def _check(a: argparse.Namespace) -> None:
         raise UsageError(
             "Option(s) [state] are unavailable given other options on the command line"
         )
+    if a.list and a.state:
+        named = [s.strip().lower() for s in a.state.split(",")]
+        if not set(named) <= {s.lower() for s in STATES}:
+            raise UsageError(
+                f"Invalid state list '{a.state}'. Valid states are: {', '.join(STATES)}"
+            )
     _check_describe(a)
     _check_delete(a)
     _check_reset(a)
@@ -212,7 +230,9 @@ def register(sub: Any, run: Any) -> None:
     reset.add_argument("--to-current", action="store_true")
     reset.add_argument("--shift-by", type=int, metavar="N")
     reset.add_argument(
-        "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="local time unless a zone is given"
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="UTC unless a zone (Z, +hh:mm) is given",
     )
     reset.add_argument("--by-duration", metavar="PnDTnHnMnS", help="back from now")
     reset.add_argument(

@@ -42,22 +42,27 @@ def parse_duration(text: str) -> timedelta:
 
 
 def parse_datetime(text: str) -> int:
-    """Kafka's ``Utils.getDateTime``: ``yyyy-MM-ddTHH:mm:ss[.SSS]`` with an optional zone
-    (``Z``, ``±hh:mm``, ``±hhmm``); without one, local time. Epoch milliseconds."""
-    value = text.strip().strip('"')
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    m = re.match(r"^(.*T[^+-]*)([+-]\d{2}):?(\d{2})$", value)
-    if m is not None:
-        value = f"{m.group(1)}{m.group(2)}:{m.group(3)}"
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
+    """Kafka's ``Utils.getDateTime``: ``yyyy-MM-ddTHH:mm:ss.SSS`` followed by a zone (``Z``,
+    ``±hh``, ``±hhmm``, ``±hh:mm``) or by none, which means UTC. Epoch milliseconds."""
+    m = re.fullmatch(
+        r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?)"
+        r"(Z|[+-]\d{2}(?::?\d{2})?)?",
+        text.strip(),
+    )
+    if m is None:
         raise UsageError(
-            f"Error parsing timestamp '{text}': expected yyyy-MM-ddTHH:mm:ss.SSS"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.astimezone()
+            f"Error parsing timestamp '{text}': expected yyyy-MM-ddTHH:mm:ss.SSS[zone]"
+        )
+    local, zone = m.group(1), m.group(2) or "Z"
+    if zone == "Z":
+        offset = "+00:00"
+    else:
+        digits = zone[1:].replace(":", "")
+        offset = f"{zone[0]}{digits[:2]}:{digits[2:] or '00'}"
+    try:
+        parsed = datetime.fromisoformat(local + offset)
+    except ValueError as e:
+        raise UsageError(f"Error parsing timestamp '{text}': {e}") from None
     return int(parsed.timestamp() * 1000)
 
 
