@@ -1,5 +1,6 @@
 """Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
-consumer-groups | remote segments | dump-log | keys rewrap | audit | usage | docs``.
+consumer-groups | get-offsets | delete-records | remote segments | dump-log | keys rewrap |
+audit | usage | docs``.
 
 The wire commands talk to a running broker over the Kafka wire protocol (our own codec
 over a plain socket, ``tierlog.client``), so they work against any Kafka-compatible broker
@@ -14,7 +15,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import consumer_groups, election, offline, reassignment, remote, serve, topics
+from tierlog.cli import (
+    consumer_groups,
+    delete_records,
+    election,
+    get_offsets,
+    offline,
+    reassignment,
+    remote,
+    serve,
+    topics,
+)
 from tierlog.cli.common import CLIENT_ID
 from tierlog.client import WireConnection
 
@@ -30,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     reassignment.register(sub)
     election.register(sub)
     consumer_groups.register(sub)
+    get_offsets.register(sub)
+    delete_records.register(sub)
     remote.register(sub)
     offline.register_dump_log(sub)
     offline.register_delegated(sub)

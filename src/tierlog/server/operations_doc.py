@@ -134,6 +134,23 @@ _CONSUMER_GROUPS = [
     "whenever a group is missing, a reset or deletion is refused, or an option is wrong, and",
     "errors go to stderr.",
     "",
+    "## Partition offsets",
+    "",
+    "* `tierlog get-offsets --bootstrap-server B [--topic REGEX] [--partitions 0,1]",
+    "  [--time T]` (`kafka-get-offsets.sh`; or `--topic-partitions t1:1,t2:0-3,t3:5-`): one",
+    "  `topic:partition:offset` line per partition, asked of its leader. T is `latest`",
+    "  (default, -1), `earliest` (-2), `max-timestamp` (-3), `earliest-local` (-4, the first",
+    "  offset still on local disk), `latest-tiered` (-5, the last offset in the remote tier),",
+    "  or a timestamp in ms (the first offset whose record is at or after it). A partition",
+    "  with no such offset is left out; all topics when `--topic` is absent",
+    "  (`--exclude-internal-topics` leaves out `__consumer_offsets` and the like).",
+    "* `tierlog delete-records --bootstrap-server B --offset-json-file F`",
+    "  (`kafka-delete-records.sh`), F as",
+    '  `{"partitions":[{"topic":"t","partition":0,"offset":5}],"version":1}`: DeleteRecords',
+    "  on each partition's leader, moving its log start offset up to the offset (-1: the",
+    "  high watermark). Remote segments below it are deleted too. Prints each partition's new",
+    "  low watermark or its error; exit status 1 when any partition failed.",
+    "",
 ]
 
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.cli.common import CLIENT_ID
+from tierlog.cli.leaders import TopicPartition, leaders_of
+from tierlog.cli.leaders import list_offsets as leader_offsets
 from tierlog.client import BrokerConnections, WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
 
 #: Answers that mean "ask again shortly" while a coordinator loads or moves.
 _RETRIABLE = {
@@ -308,28 +308,9 @@ class GroupAdmin:
         the offset for ``timestamp`` (-1 latest, -2 earliest, or a time; -1 back from a
         time means no record at or after it), None where the partition cannot be read."""
         wanted = sorted(set(partitions))
-        out: dict[TopicPartition, int | None] = {tp: None for tp in wanted}
-        if not wanted:
-            return out
-        md = self._bootstrap.call(
-            ApiKey.METADATA,
-            12,
-            topics=[{"name": t} for t in sorted({t for t, _ in wanted})],
-            allow_auto_topic_creation=False,
-        )
-        leaders = {
-            (str(t.name), int(p.partition_index)): int(p.leader_id)
-            for t in md.topics
-            for p in t.partitions
+        leaders = leaders_of(self._bootstrap, sorted({t for t, _ in wanted}))
+        answers = leader_offsets(self._brokers, leaders, wanted, timestamp)
+        return {
+            tp: answers[tp].offset if tp in answers and answers[tp].error_code == 0 else None
+            for tp in wanted
         }
-        by_leader: dict[tuple[int, str], list[int]] = {}
-        for topic, p in wanted:
-            leader = leaders.get((topic, p))
-            if leader is not None and leader >= 0:
-                by_leader.setdefault((leader, topic), []).append(p)
-        for (leader, topic), parts in by_leader.items():
-            answers = self._brokers.to(leader).list_offsets(topic, parts, timestamp, version=7)
-            for p, answer in answers.items():
-                if answer.error_code == 0:
-                    out[(topic, p)] = answer.offset
-        return out

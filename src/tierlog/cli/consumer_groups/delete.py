@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupCommandError, TopicPartition
+from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupCommandError
 from tierlog.cli.consumer_groups.options import parse_topic_arg
+from tierlog.cli.leaders import TopicPartition
 from tierlog.protocol.errors import ErrorCode
 
 #: How Kafka's admin client words the errors a group deletion can meet.

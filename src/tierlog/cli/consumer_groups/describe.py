@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupDescription, TopicPartition
+from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupDescription
 from tierlog.cli.consumer_groups.options import STATES
+from tierlog.cli.leaders import TopicPartition
 
 MISSING = "-"
 
