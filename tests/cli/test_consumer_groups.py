@@ -73,7 +73,7 @@ def test_describe_reports_lag_from_the_log_end_offset(bootstrap: str) -> None:
     assert {(x["CONSUMER-ID"], x["HOST"], x["CLIENT-ID"]) for x in rows} == {("-", "-", "-")}
 
 
-def test_describe_names_the_member_holding_each_partition(bootstrap: str) -> None:
+def test_describe_of_an_active_group_names_its_member_in_every_view(bootstrap: str) -> None:
     """The offsets view, ``--members --verbose`` and ``--state`` of a Stable group; a
     partition with no commit shows ``-`` for its offset and lag."""
     commit(bootstrap, "held", {(HISTORY, 0): 7})
