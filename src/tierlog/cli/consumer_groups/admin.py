@@ -109,11 +109,17 @@ class GroupAdmin:
     # ---- groups -------------------------------------------------------------------------
     def list_groups(self, states: Sequence[str] = ()) -> list[tuple[str, str]]:
         """(group id, state) of every group on every broker (each lists the groups it
-        coordinates), sorted by id."""
+        coordinates), sorted by id; a broker still loading its groups is asked again until
+        the timeout."""
         found: dict[str, str] = {}
         for b in self._metadata.brokers:
             conn = self._brokers.to(int(b.node_id))
-            r = conn.call(ApiKey.LIST_GROUPS, 4, states_filter=list(states))
+            deadline = time.monotonic() + self._timeout_s
+            while True:
+                r = conn.call(ApiKey.LIST_GROUPS, 4, states_filter=list(states))
+                if int(r.error_code) not in _RETRIABLE or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
             if int(r.error_code) != 0:
                 raise GroupCommandError(
                     f"Listing groups on broker {b.node_id} failed: {_error_name(int(r.error_code))}"
