@@ -5,13 +5,13 @@ offsets read back over the wire (so a test checks the broker, not the CLI's own 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import confluent_kafka
 
+from tests.helpers.cluster import run_cli
 from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
@@ -21,21 +21,7 @@ DAY_MS = 86_400_000
 
 def groups_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m tierlog consumer-groups --bootstrap-server B ...``."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tierlog",
-            "consumer-groups",
-            "--bootstrap-server",
-            bootstrap,
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("consumer-groups", "--bootstrap-server", bootstrap, *args)
 
 
 def table(stdout: str) -> list[dict[str, str]]:

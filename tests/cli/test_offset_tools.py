@@ -8,8 +8,6 @@ lookup each have one right answer."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,20 +16,11 @@ import pytest
 
 from tests.cli.groups_helpers import create_topic
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import run_cli
 
 TOPIC = "tools"
 COUNTS = {0: 3, 1: 4, 2: 5}
 STAMPS = [1_000_000, 5_000_000, 3_000_000]
-
-
-def tierlog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tierlog", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +35,7 @@ def bootstrap(module_broker: BrokerProcess) -> Iterator[str]:
 
 
 def offsets(bootstrap: str, *args: str) -> list[str]:
-    r = tierlog("get-offsets", "--bootstrap-server", bootstrap, "--topic", TOPIC, *args)
+    r = run_cli("get-offsets", "--bootstrap-server", bootstrap, "--topic", TOPIC, *args)
     assert r.returncode == 0, r.stderr
     return r.stdout.split()
 
@@ -56,17 +45,17 @@ def test_get_offsets_prints_latest_earliest_and_by_time(bootstrap: str) -> None:
     assert offsets(bootstrap, "--time", "-2", "--partitions", "0,2") == ["tools:0:0", "tools:2:0"]
     assert offsets(bootstrap, "--time", "max-timestamp", "--partitions", "0") == ["tools:0:1"]
     assert offsets(bootstrap, "--time", str(STAMPS[2]), "--partitions", "0") == ["tools:0:1"]
-    r = tierlog("get-offsets", "--bootstrap-server", bootstrap, "--topic-partitions", "to.ls:1-")
+    r = run_cli("get-offsets", "--bootstrap-server", bootstrap, "--topic-partitions", "to.ls:1-")
     assert r.stdout.split() == ["tools:1:4", "tools:2:5"]
 
 
 def test_get_offsets_refuses_what_matches_nothing(bootstrap: str) -> None:
-    r = tierlog("get-offsets", "--bootstrap-server", bootstrap, "--topic", "no-such-topic")
+    r = run_cli("get-offsets", "--bootstrap-server", bootstrap, "--topic", "no-such-topic")
     assert r.returncode == 1
     assert "Error occurred: Could not match any topic-partitions with the specified filters" in (
         r.stderr
     )
-    r = tierlog("get-offsets", "--bootstrap-server", bootstrap, "--time", "yesterday")
+    r = run_cli("get-offsets", "--bootstrap-server", bootstrap, "--time", "yesterday")
     assert r.returncode == 1 and "Malformed time argument yesterday" in r.stderr
 
 
@@ -87,7 +76,7 @@ def test_delete_records_moves_the_log_start_offsets(bootstrap: str, tmp_path: Pa
     """An offset, and -1 for the high watermark; the log start offsets reported after are
     what ListOffsets earliest answers. An offset past the end is refused (exit 1)."""
     plan = _plan(tmp_path, [(1, 2), (2, -1)])
-    r = tierlog("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(plan))
+    r = run_cli("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(plan))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "Executing records delete operation",
@@ -99,7 +88,7 @@ def test_delete_records_moves_the_log_start_offsets(bootstrap: str, tmp_path: Pa
         "tools:1:2",
         f"tools:2:{COUNTS[2]}",
     ]
-    past = tierlog(
+    past = run_cli(
         "delete-records",
         "--bootstrap-server",
         bootstrap,
@@ -112,7 +101,7 @@ def test_delete_records_moves_the_log_start_offsets(bootstrap: str, tmp_path: Pa
 
 def test_delete_records_refuses_a_partition_named_twice(bootstrap: str, tmp_path: Path) -> None:
     plan = _plan(tmp_path, [(0, 1), (0, 2)])
-    r = tierlog("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(plan))
+    r = run_cli("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(plan))
     assert r.returncode == 1
     assert f"Offset json file contains duplicate topic partitions: {TOPIC}-0" in r.stderr
     assert offsets(bootstrap, "--time", "earliest", "--partitions", "0") == ["tools:0:0"]
