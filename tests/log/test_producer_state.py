@@ -86,6 +86,32 @@ def test_duplicate_detected_after_clean_restart_via_snapshot(make_manager: Manag
     assert info.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_a_clean_shutdown_rewrites_no_snapshot_it_already_has(
+    make_manager: ManagerFactory,
+) -> None:
+    """Kafka's ``takeSnapshot`` skips an offset it has a snapshot for, and an empty log
+    needs none: a restart that wrote nothing leaves the snapshot file as it was."""
+    mgr = make_manager()
+    empty = new_log(mgr)
+    mgr.shutdown()
+    assert list(empty.dir.glob("*.snapshot")) == []
+    mgr = make_manager()
+    part = mgr.get_log(TP)
+    assert part is not None
+    part.append_as_leader(batch(2, pid=PID, epoch=1, seq=0), leader_epoch=0)
+    mgr.shutdown()
+    snapshot = part.dir / "00000000000000000002.snapshot"
+    written = snapshot.stat()
+    mgr = make_manager()
+    assert mgr.get_log(TP) is not None
+    mgr.shutdown()
+    again = snapshot.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    part2 = make_manager().get_log(TP)
+    assert part2 is not None
+    assert part2.append_as_leader(batch(2, pid=PID, epoch=1, seq=0), leader_epoch=0).duplicate
+
+
 def test_state_rebuilt_from_log_after_crash_without_snapshot(make_manager: ManagerFactory) -> None:
     mgr = make_manager()
     part = new_log(mgr)

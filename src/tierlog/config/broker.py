@@ -17,6 +17,11 @@ from urllib.parse import urlsplit
 from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS, RLMM_PREFIX_KEY, RSM_PREFIX_KEY
 from tierlog.config.cluster_rules import apply_cluster_rules
 from tierlog.config.definitions import ConfigError, ConfigKey
+from tierlog.config.kafka_versions import (
+    FIRST_RELEASE_OF_FORMAT,
+    ignores_message_format,
+    record_format,
+)
 from tierlog.config.local_retention import check_local_retention
 from tierlog.config.properties import read_properties
 
@@ -201,6 +206,13 @@ def _check_cross_key_rules(values: dict[str, Any]) -> None:
         retention_bytes,
         total_limited=retention_bytes > -1,
     )
+    _check_version_rules(values)
+    if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
+        raise ConfigError(
+            "max.connections.per.ip",
+            "can be set to zero only if max.connections.per.ip.overrides is set (otherwise "
+            "no client could connect)",
+        )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
@@ -224,6 +236,30 @@ def _check_cross_key_rules(values: dict[str, Any]) -> None:
         raise ConfigError(
             "remote.log.storage.manager.class.name",
             "must be set when remote.log.storage.system.enable=true",
+        )
+
+
+def _check_version_rules(values: Mapping[str, Any]) -> None:
+    """Kafka's checks of the two version keys, which tierlog otherwise ignores: a broker
+    whose inter-broker protocol is older than the record format it is told to write (or
+    than the ``zstd`` its offsets topic would use) refuses to start, so a file that a Kafka
+    broker would refuse is refused here too rather than carried to a real Kafka later."""
+    protocol = values["inter.broker.protocol.version"]
+    protocol_format = record_format(protocol)
+    if not ignores_message_format(protocol):
+        message_format = values["log.message.format.version"]
+        wanted = record_format(message_format)
+        if wanted > protocol_format:
+            raise ConfigError(
+                "log.message.format.version",
+                f"{message_format} can only be used when inter.broker.protocol.version is set "
+                f"to version {FIRST_RELEASE_OF_FORMAT[wanted]} or higher",
+            )
+    if values["offsets.topic.compression.codec"] == 4 and protocol_format < 2:
+        raise ConfigError(
+            "offsets.topic.compression.codec",
+            "zstd (4) can only be used when inter.broker.protocol.version writes record "
+            "format v2 (0.11.0 or higher)",
         )
 
 

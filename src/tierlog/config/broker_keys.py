@@ -658,7 +658,8 @@ BROKER_KEYS.add(
         STR,
         DEFAULT_INTER_BROKER_PROTOCOL_VERSION,
         "A Kafka version (3.7, 3.6-IV2, 2.8, ...). tierlog speaks every protocol version it "
-        "implements, to clients and brokers alike.",
+        "implements, to clients and brokers alike; checked as Kafka checks it against "
+        "log.message.format.version and offsets.topic.compression.codec.",
         kafka_version_problem,
         no_effect=True,
     ),
@@ -666,7 +667,9 @@ BROKER_KEYS.add(
         "log.message.format.version",
         STR,
         DEFAULT_MESSAGE_FORMAT_VERSION,
-        "A Kafka version; deprecated in Kafka 3.0. tierlog always writes record format v2.",
+        "A Kafka version; deprecated in Kafka 3.0. Below inter.broker.protocol.version 3.0 it "
+        "may not name a newer record format than the protocol's, as in Kafka. tierlog always "
+        "writes record format v2.",
         kafka_version_problem,
         no_effect=True,
     ),

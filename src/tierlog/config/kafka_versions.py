@@ -56,6 +56,36 @@ DEFAULT_INTER_BROKER_PROTOCOL_VERSION = "3.7-IV4"
 DEFAULT_MESSAGE_FORMAT_VERSION = "3.0-IV1"
 
 
+def _release(text: str) -> str:
+    """The release part of a version string (``3.6-IV2`` -> ``3.6``, ``1.0.1`` -> ``1.0``)."""
+    base = text.split("-", 1)[0]
+    parts = base.split(".")
+    keep = 3 if base.startswith("0.") else 2
+    return ".".join(parts[:keep])
+
+
+def record_format(version: str) -> int:
+    """The newest record format (message format v0, v1 or v2) a Kafka version writes: v0
+    before 0.10.0, v1 through 0.10.2, v2 (record batches) from 0.11.0 on."""
+    release = _release(version)
+    if release in ("0.8.0", "0.8.1", "0.8.2", "0.9.0"):
+        return 0
+    if release in ("0.10.0", "0.10.1", "0.10.2"):
+        return 1
+    return 2
+
+
+#: The first release that writes each record format, as Kafka names it in its errors.
+FIRST_RELEASE_OF_FORMAT = {0: "0.8.0", 1: "0.10.0", 2: "0.11.0"}
+
+
+def ignores_message_format(inter_broker_protocol: str) -> bool:
+    """From protocol 3.0 on Kafka ignores ``log.message.format.version`` (KIP-724) and
+    writes format v2 whatever it says."""
+    major = int(_release(inter_broker_protocol).split(".")[0])
+    return major >= 3
+
+
 def kafka_version_problem(value: object) -> str | None:
     """A validator: None when ``value`` names a Kafka version, else why it does not."""
     text = str(value)

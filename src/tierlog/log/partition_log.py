@@ -1358,7 +1358,7 @@ class PartitionLog:
             if clean:
                 self._flush_locked()
                 self.producer_state.last_map_offset = self.log_end_offset
-                self.producer_state.take_snapshot()
+                self.producer_state.snapshot_at_shutdown()
                 self.active_segment.offset_index.trim()
                 self.active_segment.time_index.trim()
             for seg in self._segments:

@@ -146,6 +146,9 @@ class ProducerStateManager:
         self.unreplicated: list[CompletedTxn] = []
         """Completed transactions whose marker may still be at or above the high watermark,
         in marker order."""
+        self._durable_snapshot: int | None = None
+        """Offset of the snapshot last loaded, or last written with fsync: its file holds
+        the state as of that offset (a snapshot describes the batches below its offset)."""
 
     # -- validation and update --------------------------------------------------------
 
@@ -362,6 +365,7 @@ class ProducerStateManager:
         self.ongoing.clear()
         self.unreplicated = []
         self.last_map_offset = offset
+        self._durable_snapshot = None
 
     def _set_producers(self, entries: Iterable[ProducerEntry]) -> None:
         self.producers = {e.producer_id: e for e in entries}
@@ -386,7 +390,24 @@ class ProducerStateManager:
         """
         path = self.snapshot_path(self.last_map_offset)
         atomic_write(path, encode_snapshot(self.producers.values()), durable=durable)
+        if durable:
+            self._durable_snapshot = self.last_map_offset
+        elif self._durable_snapshot == self.last_map_offset:
+            self._durable_snapshot = None
         return path
+
+    def snapshot_at_shutdown(self) -> None:
+        """Make the state as of ``last_map_offset`` durable, unless it already is, as
+        Kafka's ``takeSnapshot`` skips an offset it has a snapshot for: a partition nothing
+        was written to since the broker started (the internal topics' dozens of empty
+        partitions, most of all) would otherwise cost two fsyncs each at every shutdown.
+        An empty log with no producer needs no snapshot: recovery has nothing to rebuild."""
+        offset = self.last_map_offset
+        if offset == 0 and not self.producers:
+            return
+        if self._durable_snapshot == offset and self.snapshot_path(offset).exists():
+            return
+        self.take_snapshot()
 
     def snapshot_offsets(self) -> list[int]:
         return sorted(offset_from_file_name(p) for p in self.log_dir.glob("*" + SNAPSHOT_SUFFIX))
@@ -412,6 +433,7 @@ class ProducerStateManager:
                 continue
             self._set_producers(entries)
             self.last_map_offset = offset
+            self._durable_snapshot = offset
             return offset
         self._set_producers(())
         return None

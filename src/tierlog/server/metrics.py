@@ -7,6 +7,8 @@ for them. Each broker uses its own registry (tests run several brokers in one pr
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -372,7 +374,15 @@ class BrokerMetrics:
         return int(server.server_address[1])
 
     def stop(self) -> None:
+        """Stop the endpoint at once. Its thread waits in ``select`` with a 0.5 s timeout
+        (``serve_forever``'s default, which ``start_http_server`` keeps) and looks at the
+        stop request only between waits, so a plain ``shutdown`` added up to half a second
+        to every broker stop. Shutting the listening socket's receive side first makes the
+        socket readable (each accept then fails at once), so the thread sees the request
+        on its next turn."""
         if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.socket.shutdown(socket.SHUT_RD)
             self._server.shutdown()
             self._server.server_close()
             self._server = None
