@@ -28,6 +28,7 @@ from tierlog.server.handlers import (
     metadata,
     produce,
     producers,
+    scram_credentials,
     txn,
     txn_markers,
 )
@@ -60,6 +61,9 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        scram_credentials.handle_describe_user_scram_credentials
+    ),
 }
 
 _GROUPS: dict[ApiKey, _Simple] = {
