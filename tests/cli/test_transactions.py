@@ -155,7 +155,10 @@ def test_describe_producers_shows_where_the_open_transaction_starts(held: Held) 
 def test_describe_producers_of_a_missing_partition_fails(held: Held) -> None:
     r = txn_cli(held.bootstrap, "describe-producers", "--topic", HELD_TOPIC, "--partition", "9")
     assert r.returncode == 1
-    assert f"Failed to describe producers for partition {HELD_TOPIC}-9 on leader" in r.stderr
+    assert (
+        f"Failed to describe producers for partition {HELD_TOPIC}-9 on leader: "
+        "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+    )
 
 
 def test_find_hanging_reports_a_transaction_no_coordinator_knows(held: Held) -> None:

@@ -93,7 +93,9 @@ def run(c: WireConnection, a: argparse.Namespace) -> None:
     finally:
         brokers.close()
     print(f"Received log directory information from brokers {','.join(map(str, asked))}")
-    print(json.dumps({"version": 1, "brokers": described}, separators=(",", ":")))
+    print(
+        json.dumps({"version": 1, "brokers": described}, separators=(",", ":"), ensure_ascii=False)
+    )
     sys.stdout.flush()
 
 

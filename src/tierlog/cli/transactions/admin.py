@@ -63,6 +63,17 @@ class ProducerState:
     txn_start_offset: int | None
 
 
+#: The leader of a partition Metadata does not name (its topic or the partition is missing).
+_UNKNOWN = -2
+
+
+def _no_leader(leader: int) -> int:
+    """Why a partition with no leader to ask cannot be: unknown, or leaderless for now."""
+    if leader == _UNKNOWN:
+        return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return int(ErrorCode.LEADER_NOT_AVAILABLE)
+
+
 def tp_name(tp: TopicPartition) -> str:
     """``topic-partition``, as Kafka's ``TopicPartition.toString``."""
     return f"{tp[0]}-{tp[1]}"
@@ -98,7 +109,7 @@ class TxnAdmin:
         self._bootstrap = bootstrap
         self._timeout_s = timeout_s
         self._metadata = bootstrap.call(
-            ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False
+            ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False
         )
         self._brokers = BrokerConnections(bootstrap, self._metadata, CLIENT_ID)
         self._extra: list[WireConnection] = []
@@ -225,12 +236,12 @@ class TxnAdmin:
             destinations = {tp: broker_id for tp in partitions}
         else:
             leaders = self.leaders(sorted({t for t, _ in partitions}))
-            destinations = {tp: leaders.get(tp, -1) for tp in partitions}
+            destinations = {tp: leaders.get(tp, _UNKNOWN) for tp in partitions}
         out: dict[TopicPartition, tuple[int, list[ProducerState]]] = {}
         by_broker: dict[int, list[TopicPartition]] = {}
         for tp, dest in destinations.items():
             if dest < 0:
-                out[tp] = (int(ErrorCode.LEADER_NOT_AVAILABLE), [])
+                out[tp] = (_no_leader(dest), [])
             else:
                 by_broker.setdefault(dest, []).append(tp)
         for dest, tps in sorted(by_broker.items()):
@@ -258,9 +269,9 @@ class TxnAdmin:
     ) -> int:
         """WriteTxnMarkers with one ABORT marker on the partition's leader, as Kafka's
         ``Admin.abortTransaction`` sends it: the error code the leader answers."""
-        leader = self.leaders([tp[0]]).get(tp, -1)
+        leader = self.leaders([tp[0]]).get(tp, _UNKNOWN)
         if leader < 0:
-            return int(ErrorCode.LEADER_NOT_AVAILABLE)
+            return _no_leader(leader)
         r = self._to(leader).call(
             ApiKey.WRITE_TXN_MARKERS,
             1,
@@ -274,8 +285,5 @@ class TxnAdmin:
                 }
             ],
         )
-        return max(
-            (int(p.error_code) for m in r.markers for t in m.topics for p in t.partitions),
-            key=abs,
-            default=0,
-        )
+        codes = [int(p.error_code) for m in r.markers for t in m.topics for p in t.partitions]
+        return next((c for c in codes if c != 0), 0)
