@@ -183,8 +183,9 @@ class TxnAdmin:
             r = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[transactional_id])
             return node.node_id, r.transaction_states[0]
 
+        # a lookup that failed has already been retried until the timeout: final
         node_id, t = self._retrying(
-            ask, lambda a: a[1] if isinstance(a[1], int) else int(a[1].error_code)
+            ask, lambda a: 0 if isinstance(a[1], int) else int(a[1].error_code)
         )
         if isinstance(t, int):
             return t
