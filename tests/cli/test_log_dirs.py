@@ -9,8 +9,8 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 
-from tests.cli.txn_helpers import tierlog_cli
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import run_cli
 from tierlog.cli import main
 from tierlog.client import WireConnection
 
@@ -18,7 +18,7 @@ TOPIC = "sized"
 
 
 def _describe(bootstrap: str, *args: str) -> tuple[list[str], dict[str, Any]]:
-    r = tierlog_cli("log-dirs", "--bootstrap-server", bootstrap, "--describe", *args)
+    r = run_cli("log-dirs", "--bootstrap-server", bootstrap, "--describe", *args)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     return lines[:2], json.loads(lines[2])
@@ -65,7 +65,7 @@ def test_describe_reports_each_partition_of_a_topic_with_its_size_on_disk(
 
 
 def test_describe_of_a_broker_not_in_the_cluster_fails(module_broker: BrokerProcess) -> None:
-    r = tierlog_cli(
+    r = run_cli(
         "log-dirs",
         "--bootstrap-server",
         module_broker.bootstrap,

@@ -5,29 +5,18 @@ a coordinator gave, a partition's last stable offset) to check the CLI against."
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
+from tests.helpers.cluster import run_cli
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 
 MINUTE_MS = 60_000
 
 
-def tierlog_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m tierlog ...``, output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "tierlog", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def txn_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``tierlog transactions --bootstrap-server B ...``."""
-    return tierlog_cli("transactions", "--bootstrap-server", bootstrap, *args)
+    return run_cli("transactions", "--bootstrap-server", bootstrap, *args)
 
 
 def rows(stdout: str) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from tests.cli.txn_helpers import rows, stable_and_high, tierlog_cli, txn_cli
+from tests.cli.txn_helpers import rows, stable_and_high, txn_cli
 from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
@@ -74,7 +74,9 @@ def test_each_request_reaches_the_broker_that_must_answer_it(
     assert stable_and_high(brokers[2].bootstrap, TOPIC, 1) == (2, 2)
     assert stable_and_high(brokers[1].bootstrap, TOPIC, 0) == (0, 1)
 
-    r = tierlog_cli("log-dirs", "--bootstrap-server", first, "--describe", "--topic-list", TOPIC)
+    r = cluster_helpers.run_cli(
+        "log-dirs", "--bootstrap-server", first, "--describe", "--topic-list", TOPIC
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1] == "Received log directory information from brokers 1,2"
