@@ -1,6 +1,6 @@
 """Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
-consumer-groups | get-offsets | delete-records | remote segments | dump-log | keys rewrap |
-audit | usage | docs``.
+consumer-groups | get-offsets | delete-records | transactions | log-dirs | remote segments |
+dump-log | keys rewrap | audit | usage | docs``.
 
 The wire commands talk to a running broker over the Kafka wire protocol (our own codec
 over a plain socket, ``tierlog.client``), so they work against any Kafka-compatible broker
@@ -20,11 +20,13 @@ from tierlog.cli import (
     delete_records,
     election,
     get_offsets,
+    log_dirs,
     offline,
     reassignment,
     remote,
     serve,
     topics,
+    transactions,
 )
 from tierlog.cli.common import CLIENT_ID
 from tierlog.client import WireConnection
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     consumer_groups.register(sub)
     get_offsets.register(sub)
     delete_records.register(sub)
+    transactions.register(sub)
+    log_dirs.register(sub)
     remote.register(sub)
     offline.register_dump_log(sub)
     offline.register_delegated(sub)

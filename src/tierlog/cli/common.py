@@ -77,3 +77,14 @@ def by_topic(keys: Sequence[tuple[str, int]]) -> dict[str, list[int]]:
     for topic, p in keys:
         out.setdefault(topic, []).append(p)
     return out
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Kafka's ``ToolsUtils.prettyPrintTable``: each cell left-aligned to its column's widest
+    value and followed by a tab, the header first (``kafka-transactions.sh``'s layout, which
+    scripts split on whitespace)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    for row in [headers, *rows]:
+        print("".join(cell.ljust(w) + "\t" for cell, w in zip(row, widths, strict=True)))

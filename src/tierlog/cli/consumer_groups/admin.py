@@ -11,32 +11,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.cli.common import CLIENT_ID
+from tierlog.cli.coordinators import (
+    GROUP,
+    RETRIABLE,
+    CoordinatorNotFound,
+    Node,
+    error_name,
+    find_coordinator,
+)
 from tierlog.cli.leaders import TopicPartition, leaders_of
 from tierlog.cli.leaders import list_offsets as leader_offsets
 from tierlog.client import BrokerConnections, WireConnection
 from tierlog.protocol.api_keys import ApiKey
-from tierlog.protocol.errors import ErrorCode
-
-#: Answers that mean "ask again shortly" while a coordinator loads or moves.
-_RETRIABLE = {
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.NOT_COORDINATOR,
-}
 
 
 class GroupCommandError(Exception):
     """A failure the command reports as ``Error: ...`` and exits 1 for."""
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}  ({self.node_id})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +73,6 @@ def decode_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
     return tuple(out)
 
 
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
 class GroupAdmin:
     """What the command asks of the cluster, on connections it opens as needed and closes
     together. ``timeout_s`` bounds the wait for a coordinator that is still loading."""
@@ -117,12 +100,12 @@ class GroupAdmin:
             deadline = time.monotonic() + self._timeout_s
             while True:
                 r = conn.call(ApiKey.LIST_GROUPS, 4, states_filter=list(states))
-                if int(r.error_code) not in _RETRIABLE or time.monotonic() > deadline:
+                if int(r.error_code) not in RETRIABLE or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
             if int(r.error_code) != 0:
                 raise GroupCommandError(
-                    f"Listing groups on broker {b.node_id} failed: {_error_name(int(r.error_code))}"
+                    f"Listing groups on broker {b.node_id} failed: {error_name(int(r.error_code))}"
                 )
             for g in r.groups:
                 found[str(g.group_id)] = str(g.group_state)
@@ -134,23 +117,14 @@ class GroupAdmin:
         known = self._coordinators.get(group)
         if known is not None:
             return known
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            r = self._bootstrap.call(ApiKey.FIND_COORDINATOR, 3, key=group, key_type=0)
-            code = int(r.error_code)
-            if code == 0:
-                break
-            if code not in _RETRIABLE or time.monotonic() > deadline:
-                raise GroupCommandError(
-                    f"Cannot find the coordinator of group '{group}': {_error_name(code)}"
-                )
-            time.sleep(0.1)
-        node = Node(int(r.node_id), str(r.host), int(r.port))
-        conn = self._brokers.to(node.node_id) if self._brokers.knows(node.node_id) else None
-        if conn is None:
-            conn = WireConnection(node.host, node.port, client_id=CLIENT_ID)
-        self._coordinators[group] = (node, conn)
-        return node, conn
+        try:
+            found = find_coordinator(self._bootstrap, self._brokers, group, GROUP, self._timeout_s)
+        except CoordinatorNotFound as e:
+            raise GroupCommandError(
+                f"Cannot find the coordinator of group '{group}': {error_name(e.code)}"
+            ) from None
+        self._coordinators[group] = found
+        return found
 
     def _on_coordinator(self, group: str, call: Any, error: Any) -> Any:
         """``call(conn)`` on the group's coordinator, again on a fresh lookup while it
@@ -159,7 +133,7 @@ class GroupAdmin:
         while True:
             _, conn = self.coordinator(group)
             answer = call(conn)
-            if error(answer) not in _RETRIABLE or time.monotonic() > deadline:
+            if error(answer) not in RETRIABLE or time.monotonic() > deadline:
                 return answer
             self._coordinators.pop(group, None)
             time.sleep(0.1)
@@ -176,7 +150,7 @@ class GroupAdmin:
         g = r.groups[0]
         if int(g.error_code) != 0:
             raise GroupCommandError(
-                f"Describing group '{group}' failed: {_error_name(int(g.error_code))}"
+                f"Describing group '{group}' failed: {error_name(int(g.error_code))}"
             )
         node, _ = self.coordinator(group)
         return GroupDescription(
@@ -210,7 +184,7 @@ class GroupAdmin:
         )
         if int(r.error_code) != 0:
             raise GroupCommandError(
-                f"Fetching the offsets of group '{group}' failed: {_error_name(int(r.error_code))}"
+                f"Fetching the offsets of group '{group}' failed: {error_name(int(r.error_code))}"
             )
         return {
             (str(t.name), int(p.partition_index)): int(p.committed_offset)
@@ -247,7 +221,7 @@ class GroupAdmin:
             lambda r: max((int(p.error_code) for t in r.topics for p in t.partitions), default=0),
         )
         failed = [
-            f"{t.name}-{p.partition_index}: {_error_name(int(p.error_code))}"
+            f"{t.name}-{p.partition_index}: {error_name(int(p.error_code))}"
             for t in r.topics
             for p in t.partitions
             if int(p.error_code) != 0
