@@ -2,8 +2,9 @@
 ZooKeeper), bootstrapped from broker 1 for a transactional id coordinated by broker 2 and a
 topic with one partition led by each: every request must reach the broker that answers it
 (every broker for ListTransactions and DescribeLogDirs, the coordinator for
-DescribeTransactions, the leader for DescribeProducers and WriteTxnMarkers), as Kafka's
-admin client sends them, or the tools would list nothing or be refused."""
+DescribeTransactions, the leader for DescribeProducers and WriteTxnMarkers, or the follower a
+``--broker-id`` names), as Kafka's admin client sends them, or the tools would list nothing or
+be refused."""
 
 from __future__ import annotations
 
@@ -64,6 +65,16 @@ def test_each_request_reaches_the_broker_that_must_answer_it(
     assert described["TopicPartitions"] == f"{TOPIC}-0,{TOPIC}-1"
     on_leader = txn_cli(first, "describe-producers", "--topic", TOPIC, "--partition", "1")
     assert [x["CurrentTransactionStartOffset"] for x in rows(on_leader.stdout)] == ["0"]
+
+    def on_follower() -> list[str] | None:
+        """Broker 1 follows partition 1: it answers from the producer state it replicated."""
+        r = txn_cli(
+            first, "describe-producers", "--topic", TOPIC, "--partition", "1", "--broker-id", "1"
+        )
+        assert r.returncode == 0, r.stderr
+        return [x["CurrentTransactionStartOffset"] for x in rows(r.stdout)] or None
+
+    assert wait_until(on_follower, 30, interval_s=0.2, what="the follower's producers") == ["0"]
 
     hanging = txn_cli(first, "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0")
     assert hanging.returncode == 0, hanging.stderr

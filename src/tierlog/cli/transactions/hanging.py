@@ -62,16 +62,10 @@ def _partitions(admin: TxnAdmin, a: argparse.Namespace) -> list[TopicPartition]:
 def _candidates(
     admin: TxnAdmin, partitions: list[TopicPartition], broker_id: int | None, max_ms: int
 ) -> list[OpenTransaction]:
-    """Open transactions older than ``max_ms``. A partition the named broker answers
-    NOT_LEADER_OR_FOLLOWER for is asked of its leader: a tierlog broker describes the
-    producers of the partitions it leads only, and a follower's state copies the leader's."""
+    """Open transactions older than ``max_ms``, as the named broker (each partition's
+    leader without one) describes them: a follower answers from the producer state it
+    replicated, as in Kafka."""
     answers = admin.producers(partitions, broker_id)
-    if broker_id is not None:
-        followed = [
-            tp for tp, (code, _) in answers.items() if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        ]
-        if followed:
-            answers.update(admin.producers(followed))
     failed = sorted(tp for tp, (code, _) in answers.items() if code != 0)
     if failed:
         code = answers[failed[0]][0]
