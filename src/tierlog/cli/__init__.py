@@ -1,6 +1,6 @@
 """Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
-consumer-groups | get-offsets | delete-records | transactions | log-dirs | remote segments |
-dump-log | keys rewrap | audit | usage | docs``.
+consumer-groups | configs | get-offsets | delete-records | transactions | log-dirs |
+remote segments | dump-log | keys rewrap | audit | usage | docs``.
 
 The wire commands talk to a running broker over the Kafka wire protocol (our own codec
 over a plain socket, ``tierlog.client``), so they work against any Kafka-compatible broker
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from tierlog.cli import (
+    configs,
     consumer_groups,
     delete_records,
     election,
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassignment.register(sub)
     election.register(sub)
     consumer_groups.register(sub)
+    configs.register(sub)
     get_offsets.register(sub)
     delete_records.register(sub)
     transactions.register(sub)
@@ -61,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] and argv[0] in offline.SPARK_JOBS:  # their own options are parsed by the jobs
         return offline.spark_job(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    args.argv = argv[1:]  # the command's own arguments, which some errors quote
     check_args = getattr(args, "check_args", None)
     if check_args is not None:  # bad options are refused before any connection
         check_args(args)
