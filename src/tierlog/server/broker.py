@@ -31,6 +31,8 @@ from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.connection_limits import ConnectionLimits
+from tierlog.server.dynamic_config_store import ZooKeeperStore
+from tierlog.server.dynamic_wiring import register_reconfigurables, start_dynamic_config
 from tierlog.server.fetch_metrics import FetchCollector
 from tierlog.server.fetch_sessions import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
@@ -92,13 +94,14 @@ class Broker:
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        cfg = self.config
-        # Resolves the override host names: a bad one stops the start before any recovery.
-        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
-        log_dirs = cfg.log_dirs
+        log_dirs = self.config.log_dirs
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         state_dir = log_dirs[0]
+        dynamic = start_dynamic_config(self.config, state_dir)
+        self.config = cfg = dynamic.current
+        # Resolves the override host names: a bad one stops the start before any recovery.
+        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         cluster_id = load_or_create_cluster_id(state_dir, cfg.node_id)
         t0 = time.monotonic()
         logs = LogManager(
@@ -169,8 +172,10 @@ class Broker:
             replication=replication,
             quotas=quotas,
             quota_store=local_quotas,
+            dynamic_config=dynamic,
         )
         self.state = state
+        register_reconfigurables(dynamic, state, limits, cleaner)
         register_all(router, state)
         await self._join_cluster(state)
         await start_transactions(state)
@@ -192,6 +197,8 @@ class Broker:
         await state.quota_store.start()
         if state.replication is None:
             return
+        if state.dynamic_config is not None:
+            await state.dynamic_config.follow(ZooKeeperStore(self.cluster.node.member.zk.kazoo))
         if state.tiering is not None:
             state.replication.on_partitions_deleted = state.tiering.before_topic_delete
             state.replication.topic_configs.apply = functools.partial(
@@ -279,6 +286,8 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if state is not None and state.dynamic_config is not None:
+            state.dynamic_config.close()
         if state is not None and state.replication is not None:
             await state.replication.close()
         if state is not None and state.quota_store is not None:
