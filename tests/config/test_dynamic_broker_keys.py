@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.helpers.config import assert_refused_naming
 from tierlog.config.broker import load_broker_config
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import ConfigError, Dynamic
@@ -65,3 +66,11 @@ def test_a_dynamic_value_wins_over_the_static_one_with_its_source() -> None:
 def test_cross_key_rules_hold_for_the_dynamic_result() -> None:
     with pytest.raises(ConfigError, match=re.escape("log.local.retention.ms")):
         STATIC.with_dynamic({"log.local.retention.ms": "999999999999"}, {})
+
+
+def test_a_dynamic_only_key_is_refused_in_server_properties() -> None:
+    assert_refused_naming(
+        {"leader.replication.throttled.rate": "1000"}, "leader.replication.throttled.rate"
+    )
+    cfg = STATIC.with_dynamic({"leader.replication.throttled.rate": "1000"}, {})
+    assert cfg.get("leader.replication.throttled.rate") == 1000

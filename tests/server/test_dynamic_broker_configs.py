@@ -282,3 +282,20 @@ def test_cleaner_threads_change_by_at_most_a_factor_of_two(
     else:
         with pytest.raises(ConfigError, match=re.escape("log.cleaner.threads")):
             check_cleaner_threads(current, new)
+
+
+def test_a_dynamic_only_key_is_described_once_set(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory()
+    key = "leader.replication.throttled.rate"
+    assert key not in {e.name for e in _describe(b, 4, "0", None)}
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    _incremental(admin, "0", [(key, "1048576", SET)])
+    entry = _entry(b, 4, "0", key)
+    assert (entry.value, int(entry.config_source)) == (
+        "1048576",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    code, message = _refusal(admin, "0", key, "-1")
+    assert code == ErrorCode.INVALID_CONFIG and key in message

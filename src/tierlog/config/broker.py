@@ -191,7 +191,7 @@ class BrokerConfig:
         raw = dict(base._raw_items())
         raw.update(default)
         raw.update(per_broker)
-        merged = load_broker_config(raw)
+        merged = load_broker_config(raw, with_dynamic=True)
         return BrokerConfig(
             values=merged.values,
             explicit=base.explicit,
@@ -334,8 +334,11 @@ def effective_retention_ms(values: Mapping[str, Any]) -> int:
     return 604_800_000
 
 
-def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
-    """Validate raw text key/values (file merged with overrides) into a ``BrokerConfig``."""
+def load_broker_config(raw: Mapping[str, str], *, with_dynamic: bool = False) -> BrokerConfig:
+    """Validate raw text key/values (file merged with overrides) into a ``BrokerConfig``.
+
+    A key Kafka knows only as a dynamic config is refused unless ``with_dynamic`` (the
+    static config merged with the dynamic values, ``BrokerConfig.with_dynamic``)."""
     rsm_prefix = _prefix(raw, RSM_PREFIX_KEY)
     rlmm_prefix = _prefix(raw, RLMM_PREFIX_KEY)
     values: dict[str, Any] = {d.name: d.default for d in BROKER_KEYS.all()}
@@ -359,6 +362,12 @@ def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
         definition = BROKER_KEYS.get(key)
         if definition is None:
             raise ConfigError(key, "unknown broker config key")
+        if definition.dynamic_only and not with_dynamic:
+            raise ConfigError(
+                key,
+                "is a dynamic broker config only, as in Kafka: set it with kafka-configs.sh "
+                "--entity-type brokers --alter (or an AlterConfigs request)",
+            )
         values[key] = definition.parse(text)
         explicit.add(key)
     _check_cross_key_rules(values)
@@ -389,12 +398,4 @@ def broker_config_from_sources(
     for item in overrides:
         key, value = parse_override(item)
         raw[key] = value
-    for key in raw:
-        definition = BROKER_KEYS.get(key)
-        if definition is not None and definition.dynamic_only:
-            raise ConfigError(
-                key,
-                "is a dynamic broker config only (as in Kafka): set it with kafka-configs.sh "
-                "--entity-type brokers --alter, or an AlterConfigs request",
-            )
     return load_broker_config(raw)

@@ -679,6 +679,41 @@ BROKER_KEYS.add(
         dynamic=AT_START,
     ),
     K(
+        "leader.replication.throttled.rate",
+        LONG,
+        LONG_MAX,
+        "Bytes per second a leader sends for its throttled replicas "
+        "(leader.replication.throttled.replicas) to followers outside the ISR. A dynamic "
+        "broker config only, as in Kafka.",
+        at_least(0),
+        dynamic=LIVE,
+        dynamic_only=True,
+    ),
+    K(
+        "follower.replication.throttled.rate",
+        LONG,
+        LONG_MAX,
+        "Bytes per second a follower not in sync fetches for its throttled replicas "
+        "(follower.replication.throttled.replicas). A dynamic broker config only, as in Kafka.",
+        at_least(0),
+        dynamic=LIVE,
+        dynamic_only=True,
+    ),
+    K(
+        "replication.quota.window.num",
+        INT,
+        11,
+        "Samples of the replication throttles' rate.",
+        at_least(1),
+    ),
+    K(
+        "replication.quota.window.size.seconds",
+        INT,
+        1,
+        "Span of each sample of the replication throttles' rate.",
+        at_least(1),
+    ),
+    K(
         "quota.window.num",
         INT,
         11,

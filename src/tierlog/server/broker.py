@@ -47,6 +47,7 @@ from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.quotas.manager import ClientQuotas, QuotaCounters
 from tierlog.server.quotas.store import LocalQuotaStore, ZooKeeperQuotaStore
+from tierlog.server.replication_quota_metrics import ReplicationQuotaCollector
 from tierlog.server.reply_writer import ReplyWriter
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -176,6 +177,8 @@ class Broker:
         )
         self.state = state
         register_reconfigurables(dynamic, state, limits, cleaner)
+        if replication is not None:
+            self.metrics.registry.register(ReplicationQuotaCollector(replication.quotas))
         register_all(router, state)
         await self._join_cluster(state)
         await start_transactions(state)

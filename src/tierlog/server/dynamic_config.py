@@ -210,6 +210,7 @@ class DynamicBrokerConfig:
         return self.static.with_dynamic(levels[DEFAULT_ENTITY], levels[self._entity])
 
     def _affected(self, new: BrokerConfig, old: BrokerConfig | None = None) -> list[Reconfigurable]:
-        old = old or self.current
+        if old is None:
+            old = self.current
         changed = {k for k in new.values if new.values[k] != old.values.get(k)}
         return [r for r in self._reconfigurables if r.keys & changed]

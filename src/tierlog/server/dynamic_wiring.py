@@ -37,9 +37,18 @@ CLEANER_KEYS = frozenset(
 COPY_QUOTA_KEY = "remote.log.manager.copy.max.bytes.per.second"
 FETCH_QUOTA_KEY = "remote.log.manager.fetch.max.bytes.per.second"
 REMOTE_QUOTA_KEYS = frozenset({COPY_QUOTA_KEY, FETCH_QUOTA_KEY})
+LEADER_THROTTLE_KEY = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLE_KEY = "follower.replication.throttled.rate"
+REPLICATION_THROTTLE_KEYS = frozenset({LEADER_THROTTLE_KEY, FOLLOWER_THROTTLE_KEY})
 
 #: Every live key, by the component that applies it.
-APPLIED_KEYS = LOG_DEFAULT_KEYS | CONNECTION_KEYS | CLEANER_KEYS | REMOTE_QUOTA_KEYS
+APPLIED_KEYS = (
+    LOG_DEFAULT_KEYS
+    | CONNECTION_KEYS
+    | CLEANER_KEYS
+    | REMOTE_QUOTA_KEYS
+    | REPLICATION_THROTTLE_KEYS
+)
 
 
 class _NotJoined:
@@ -99,6 +108,18 @@ def register_reconfigurables(
     dynamic.add_reconfigurable(
         Reconfigurable("log cleaner", CLEANER_KEYS, apply_cleaner, check_cleaner)
     )
+
+    replication = state.replication
+    if replication is not None:
+        quotas = replication.quotas
+
+        async def apply_throttles(new: BrokerConfig) -> None:
+            quotas.leader.update_bound(int(new.get(LEADER_THROTTLE_KEY)))
+            quotas.follower.update_bound(int(new.get(FOLLOWER_THROTTLE_KEY)))
+
+        dynamic.add_reconfigurable(
+            Reconfigurable("replication throttles", REPLICATION_THROTTLE_KEYS, apply_throttles)
+        )
 
     tiering = state.tiering
     if tiering is not None:

@@ -122,8 +122,12 @@ def broker_entries(
         if keys is not None and d.name not in keys:
             continue
         synonyms = _broker_synonyms(cfg, d.name, per_broker=True)
-        if d.dynamic_only and not synonyms[:1]:
-            continue
+        if (
+            d.dynamic_only
+            and d.name not in cfg.dynamic_broker
+            and d.name not in cfg.dynamic_default
+        ):
+            continue  # not a KafkaConfig key: Kafka lists it only once it is set
         out.append(_broker_entry(d, render(cfg.values[d.name]), synonyms, with_synonyms))
     settings = plugin_settings(cfg)
     secret = _rsm_secrecy(settings.rsm_class)
