@@ -2,7 +2,8 @@
 ``/config/brokers/<id>`` (Kafka's znodes and JSON): a cluster-wide default set through one
 broker reaches every broker (and the topics there without an override), a per-broker value
 wins over it on that broker only, and a broker that was down applies what changed meanwhile
-when it comes back."""
+when it comes back. A value written by hand that does not validate is logged and not
+applied: the broker keeps what it had."""
 
 from __future__ import annotations
 
@@ -100,3 +101,19 @@ def test_a_cluster_default_reaches_every_broker_and_a_broker_value_wins_on_its_b
     wait_until(partial(_broker_has, brokers[3], 3, "7000000", default), 30, what="3 caught up")
     wait_until(partial(_broker_has, brokers[1], 1, "7000000", default), 20, what="1 has it")
     assert _broker_has(brokers[2], 2, "6000000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+
+    # by hand, as zookeeper-shell would: an invalid default, then a valid per-broker value;
+    # the watches report them in that order, so once the second shows, the first was seen
+    kazoo_client.set(
+        "/config/brokers/<default>", b'{"version":1,"config":{"log.retention.ms":"soon"}}'
+    )
+    kazoo_client.create(
+        "/config/brokers/1", b'{"version":1,"config":{"log.segment.bytes":"3000000"}}'
+    )
+    wait_until(
+        lambda: _described(brokers[1], 4, "1", "log.segment.bytes")[0] == "3000000",
+        20,
+        what="1 applied its own znode",
+    )
+    assert _described(brokers[1], 4, "1", KEY) == ("7000000", default)
+    assert "not applied" in brokers[1].stderr

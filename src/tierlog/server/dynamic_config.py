@@ -192,6 +192,9 @@ class DynamicBrokerConfig:
             try:
                 normal = check_dynamic_set(values, self.static)
                 new = self._merged({entity: normal})
+                for r in self._affected(new):
+                    if r.validate is not None:
+                        await r.validate(new)
             except (ConfigError, DynamicUpdateRefused) as e:
                 log.error("dynamic configs of %s at version %d not applied: %s", entity, version, e)
                 return

@@ -75,6 +75,17 @@ class FileStore:
         return held + 1
 
 
+class NotJoinedStore:
+    """Cluster mode before the broker has its ZooKeeper session: AlterConfigs on a broker
+    resource answers that it cannot be stored yet (REQUEST_TIMED_OUT, retriable)."""
+
+    async def read(self, entity: str) -> tuple[dict[str, str], int]:
+        raise ZooKeeperError("this broker has not joined the cluster yet")
+
+    async def write(self, entity: str, config: Mapping[str, str], version: int) -> int | None:
+        raise ZooKeeperError("this broker has not joined the cluster yet")
+
+
 class ZooKeeperStore:
     """``/config/brokers/<entity>`` through the broker's ZooKeeper session (kazoo's client,
     handed over by ``server.cluster_mode``: only ``tierlog.cluster`` imports kazoo)."""
@@ -97,4 +108,11 @@ class ZooKeeperStore:
         return watch
 
 
-__all__ = ["STATE_FILE", "ConfigStore", "FileStore", "ZooKeeperError", "ZooKeeperStore"]
+__all__ = [
+    "STATE_FILE",
+    "ConfigStore",
+    "FileStore",
+    "NotJoinedStore",
+    "ZooKeeperError",
+    "ZooKeeperStore",
+]

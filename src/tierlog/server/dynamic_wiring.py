@@ -16,7 +16,7 @@ from tierlog.config.topic_keys import TOPIC_KEYS
 from tierlog.log.cleaner.log_cleaner import LogCleaner
 from tierlog.server.connection_limits import ConnectionLimits
 from tierlog.server.dynamic_config import DynamicBrokerConfig, Reconfigurable
-from tierlog.server.dynamic_config_store import FileStore, ZooKeeperError
+from tierlog.server.dynamic_config_store import FileStore, NotJoinedStore
 from tierlog.server.log_cleaner import cleaner_config_for
 from tierlog.server.state import BrokerState
 
@@ -51,22 +51,12 @@ APPLIED_KEYS = (
 )
 
 
-class _NotJoined:
-    """Cluster mode before the broker has its ZooKeeper session."""
-
-    async def read(self, entity: str) -> tuple[dict[str, str], int]:
-        raise ZooKeeperError("this broker has not joined the cluster yet")
-
-    async def write(self, entity: str, config: object, version: int) -> int | None:
-        raise ZooKeeperError("this broker has not joined the cluster yet")
-
-
 def start_dynamic_config(static: BrokerConfig, state_dir: Path) -> DynamicBrokerConfig:
     """The owner of the broker's config, before any component is built. A single node takes
     its stored dynamic values now; a cluster member reads ZooKeeper's once it has joined
     (``DynamicBrokerConfig.follow``), and its components take them live."""
     if static.get("zookeeper.connect") is not None:
-        return DynamicBrokerConfig(static, _NotJoined())
+        return DynamicBrokerConfig(static, NotJoinedStore())
     store = FileStore(state_dir)
     dynamic = DynamicBrokerConfig(static, store)
     dynamic.start_with(store.stored(DEFAULT_ENTITY), store.stored(dynamic.entity))
