@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -299,3 +299,29 @@ def test_a_dynamic_only_key_is_described_once_set(
     )
     code, message = _refusal(admin, "0", key, "-1")
     assert code == ErrorCode.INVALID_CONFIG and key in message
+
+
+def _segments(b: BrokerProcess, partition_dir: str) -> int:
+    return len(list((b.log_dir / partition_dir).glob("*.log")))
+
+
+def test_a_lowered_log_segment_bytes_rolls_a_running_topics_segments(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """A topic without its own ``segment.bytes`` takes the new broker default at once: its
+    next appends roll at the new size, with no restart and no topic change."""
+    b = broker_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("rolling", 1, 1)])["rolling"].result(30)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+
+    def produce(n: int) -> None:
+        for _ in range(n):
+            producer.produce("rolling", b"x" * 2000, partition=0)
+            assert producer.flush(10) == 0
+
+    produce(5)
+    assert _segments(b, "rolling-0") == 1
+    _incremental(admin, "0", [("log.segment.bytes", "4096", SET)])
+    produce(5)
+    assert _segments(b, "rolling-0") >= 3
