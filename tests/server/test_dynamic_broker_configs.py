@@ -325,3 +325,29 @@ def test_a_lowered_log_segment_bytes_rolls_a_running_topics_segments(
     _incremental(admin, "0", [("log.segment.bytes", "4096", SET)])
     produce(5)
     assert _segments(b, "rolling-0") >= 3
+
+
+def test_log_cleaner_settings_changed_live_restart_its_threads(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """The cleaner's threads sleep ``log.cleaner.backoff.ms`` when nothing is dirty; set to
+    ten minutes at start, a compacted topic filled afterwards stays dirty until the back-off
+    is lowered live, which restarts the threads (Kafka's LogCleaner.reconfigure) and they
+    clean it (the log shrinks to about one record per key)."""
+    b = broker_factory({"log.cleaner.backoff.ms": "600000"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    topic = NewTopic("table", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024"})
+    admin.create_topics([topic])["table"].result(30)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(60):
+        producer.produce("table", key=b"k%d" % (i % 5), value=b"v" * 100, partition=0)
+        assert producer.flush(10) == 0
+    size = b.metric("tierlog_log_size_bytes", topic="table", partition="0")
+    assert size > 6000  # 60 records of 100 bytes, nothing cleaned
+
+    _incremental(admin, "0", [("log.cleaner.backoff.ms", "100", SET)])
+    wait_until(
+        lambda: b.metric("tierlog_log_size_bytes", topic="table", partition="0") < size / 2,
+        30,
+        what="the restarted cleaner compacted the log",
+    )
