@@ -351,3 +351,13 @@ def test_log_cleaner_settings_changed_live_restart_its_threads(
         30,
         what="the restarted cleaner compacted the log",
     )
+
+
+def test_a_key_given_twice_is_refused(broker_factory: Callable[..., BrokerProcess]) -> None:
+    b = broker_factory()
+    code, message = _incremental_wire(
+        b, "0", [("log.retention.ms", "1000", SET), ("log.retention.ms", None, DELETE)]
+    )
+    assert code == ErrorCode.INVALID_REQUEST
+    assert message is not None and "duplicate config keys: log.retention.ms" in message
+    assert int(_entry(b, 4, "0", "log.retention.ms").config_source) == ConfigSource.DEFAULT_CONFIG

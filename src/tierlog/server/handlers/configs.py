@@ -317,6 +317,17 @@ async def _alter_one(state: BrokerState, r: Any, new: NewOverrides, validate_onl
         await _tiering_after(state, name, before)
 
 
+def _refuse_duplicate_keys(r: Any) -> None:
+    """A key given twice for one resource is refused, as Kafka refuses it: which of the two
+    values (or operations) was meant is not for the broker to guess."""
+    names = [c.name for c in r.configs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"duplicate config keys: {', '.join(duplicates)}"
+        )
+
+
 async def _alter_each(
     state: BrokerState, req: Request, api_key: ApiKey, new: NewOverrides, broker: BrokerValues
 ) -> Any:
@@ -328,6 +339,7 @@ async def _alter_each(
     for r in body.resources:
         res = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
+            _refuse_duplicate_keys(r)
             if r.resource_type == ConfigResourceType.BROKER:
                 await _alter_broker(state, r, broker, bool(body.validate_only))
             elif r.resource_type == ConfigResourceType.TOPIC:
