@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.definitions import ConfigError
@@ -80,10 +79,6 @@ class DynamicBrokerConfig:
         """This broker's entity name (its id)."""
         return self._entity
 
-    def stored(self, entity: str) -> dict[str, str]:
-        """The dynamic values this broker applies for ``entity``."""
-        return dict(self._levels.get(entity, ({}, -1))[0])
-
     def add_reconfigurable(self, r: Reconfigurable) -> None:
         self._reconfigurables.append(r)
 
@@ -128,12 +123,12 @@ class DynamicBrokerConfig:
         if loop is None:
             return
         try:
-            loop.call_soon_threadsafe(self._spawn, self._apply(entity, values, version))
+            loop.call_soon_threadsafe(self._spawn_apply, entity, values, version)
         except RuntimeError:  # the loop is closed: shutting down
             pass
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn_apply(self, entity: str, values: dict[str, str], version: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._apply(entity, values, version))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
