@@ -2,13 +2,16 @@
 ``leader/follower.replication.throttled.replicas`` set on the topic and the throttled rates
 set as a cluster-wide dynamic default, catches up no faster than the rate allows, while an
 in-sync replica of a throttled topic keeps replicating at full speed; removing the rate
-lets the catch-up finish."""
+lets the catch-up finish; ``tierlog reassign-partitions --throttle`` sets the same configs
+as Kafka's tool, and ``--verify`` removes them."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -163,3 +166,65 @@ def test_removing_the_throttle_lets_the_catch_up_finish(
     removed = time.monotonic()
     wait_until(partial(_in_isr, kazoo_client, "moving", 2), 15, what="2 in the ISR")
     assert time.monotonic() - removed < size / rate / 2
+
+
+def _znode_config(kazoo: KazooClient, path: str) -> dict[str, str]:
+    return dict(json.loads(kazoo.get(path)[0])["config"])
+
+
+def test_reassign_partitions_throttle_sets_and_verify_removes_kafkas_configs(
+    broker_factory: Callable[..., BrokerProcess],
+    zk_connect: str,
+    kazoo_client: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """``tierlog reassign-partitions --execute --throttle`` writes the configs Kafka's tool
+    writes (the topic's throttled replicas, each involved broker's rates), the move honours
+    them, and ``--verify`` after it completed removes them."""
+    size, rate = 150_000, 50_000
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client, n=2, extra=EXTRA)
+    c.create_topic(brokers, kazoo_client, "moving", [[1]])
+    _produce(brokers[1].bootstrap, "moving", size)
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [1, 2]}]}
+        )
+    )
+    args = [
+        "reassign-partitions",
+        "--bootstrap-server",
+        c.bootstrap(brokers),
+        "--reassignment-json-file",
+        str(plan),
+    ]
+
+    started = time.monotonic()
+    r = c.run_cli(*args, "--execute", "--throttle", str(rate))
+    assert r.returncode == 0, r.stderr
+    assert "The inter-broker throttle limit was set to 50000 B/s" in r.stdout
+    for broker_id in (1, 2):
+        assert _znode_config(kazoo_client, f"/config/brokers/{broker_id}") == {
+            "leader.replication.throttled.rate": str(rate),
+            "follower.replication.throttled.rate": str(rate),
+        }
+    topic_config = _znode_config(kazoo_client, "/config/topics/moving")
+    assert topic_config["leader.replication.throttled.replicas"] == "0:1"
+    assert topic_config["follower.replication.throttled.replicas"] == "0:2"
+
+    wait_until(partial(_in_isr, kazoo_client, "moving", 2), 60, what="2 in the ISR")
+    assert time.monotonic() - started >= 0.8 * size / rate
+
+    def verified() -> str | None:
+        out = c.run_cli(*args, "--verify").stdout
+        return out if "Reassignment of partition moving-0 is completed." in out else None
+
+    out = wait_until(verified, 30, interval_s=0.2, what="the move completed")
+    assert "Throttle was removed." in out
+    for broker_id in (1, 2):
+        assert _znode_config(kazoo_client, f"/config/brokers/{broker_id}") == {}
+    topic_config = _znode_config(kazoo_client, "/config/topics/moving")
+    assert not set(topic_config) & {
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
