@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
+from tierlog.log.cleaner.log_cleaner import LogCleaner
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
 from tierlog.replication.manager import replication_for
@@ -31,6 +32,7 @@ from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.connection_limits import ConnectionLimits
+from tierlog.server.dynamic_config import DynamicBrokerConfig
 from tierlog.server.dynamic_config_store import ZooKeeperStore
 from tierlog.server.dynamic_wiring import register_reconfigurables, start_dynamic_config
 from tierlog.server.fetch_metrics import FetchCollector
@@ -176,9 +178,7 @@ class Broker:
             dynamic_config=dynamic,
         )
         self.state = state
-        register_reconfigurables(dynamic, state, limits, cleaner)
-        if replication is not None:
-            self.metrics.registry.register(ReplicationQuotaCollector(replication.quotas))
+        self._follow_dynamic_config(dynamic, state, limits, cleaner)
         register_all(router, state)
         await self._join_cluster(state)
         await start_transactions(state)
@@ -189,6 +189,19 @@ class Broker:
             *self.bound,
             cluster_id,
         )
+
+    def _follow_dynamic_config(
+        self,
+        dynamic: DynamicBrokerConfig,
+        state: BrokerState,
+        limits: ConnectionLimits,
+        cleaner: LogCleaner,
+    ) -> None:
+        """The components take each dynamic change from now on; the replication throttles
+        (cluster mode) are exported as metrics."""
+        register_reconfigurables(dynamic, state, limits, cleaner)
+        if state.replication is not None:
+            self.metrics.registry.register(ReplicationQuotaCollector(state.replication.quotas))
 
     async def _join_cluster(self, state: BrokerState) -> None:
         """Cluster mode: register in ZooKeeper, then let replication (and the remote log
