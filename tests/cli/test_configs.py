@@ -23,7 +23,7 @@ from tests.helpers.client_quotas import MATCH_DEFAULT, MATCH_EXACT
 from tests.helpers.cluster import run_cli
 from tierlog.cli import main
 from tierlog.client import WireConnection
-from tierlog.config.topic import ConfigSource
+from tierlog.config.sources import ConfigSource
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.config_resources import ConfigResourceType
 

@@ -15,7 +15,7 @@ from tests.helpers.broker import BrokerProcess
 from tests.helpers.client_quotas import MATCH_EXACT
 from tests.helpers.poll import wait_until
 from tierlog.client import WireConnection
-from tierlog.config.topic import ConfigSource
+from tierlog.config.sources import ConfigSource
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.config_resources import ConfigResourceType
 

@@ -1,6 +1,6 @@
-"""Command line: ``tierlog serve | topics ... | reassign-partitions | leader-election |
-consumer-groups | configs | get-offsets | delete-records | transactions | log-dirs |
-remote segments | dump-log | keys rewrap | audit | usage | docs``.
+"""Command line: ``tierlog serve | topics ... | broker-configs ... | reassign-partitions |
+leader-election | consumer-groups | configs | get-offsets | delete-records | transactions |
+log-dirs | remote segments | dump-log | keys rewrap | audit | usage | docs``.
 
 The wire commands talk to a running broker over the Kafka wire protocol (our own codec
 over a plain socket, ``tierlog.client``), so they work against any Kafka-compatible broker
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from tierlog.cli import (
+    broker_configs,
     configs,
     consumer_groups,
     delete_records,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     serve.register(sub)
     topics.register(sub)
+    broker_configs.register(sub)
     reassignment.register(sub)
     election.register(sub)
     consumer_groups.register(sub)

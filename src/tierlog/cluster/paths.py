@@ -85,6 +85,11 @@ def topic_config(name: str) -> str:
     return f"{CONFIG_TOPICS}/{name}"
 
 
+def broker_config(entity: str) -> str:
+    """A broker's dynamic configs (``<id>``), or the cluster-wide defaults (``<default>``)."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
 def delete_topic_request(name: str) -> str:
     """Presence means the deletion of ``name`` was requested."""
     return f"{ADMIN_DELETE_TOPICS}/{name}"

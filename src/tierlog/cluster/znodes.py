@@ -247,7 +247,7 @@ class PartitionState:
         )
 
 
-# ---- /config/topics/<t> ---------------------------------------------------------------------
+# ---- /config/topics/<t>, /config/brokers/<id | <default>> -----------------------------------
 
 
 @dataclass(frozen=True)
@@ -263,10 +263,31 @@ class TopicConfigOverrides:
 
     @classmethod
     def decode(cls, data: bytes) -> TopicConfigOverrides:
-        obj = _decode(cls.KIND, data)
-        config = obj.get("config", {})
-        if not isinstance(config, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in config.items()
-        ):
-            raise ZnodeFormatError(f"{cls.KIND}: config is not an object of strings")
-        return cls(config)
+        return cls(_config_map(cls.KIND, data))
+
+
+@dataclass(frozen=True)
+class BrokerConfigOverrides:
+    """A broker's dynamic configs, or the cluster-wide defaults: the same JSON as a topic's."""
+
+    config: Mapping[str, str]
+
+    KIND = "broker config"
+
+    def encode(self) -> bytes:
+        return _encode({"version": 1, "config": dict(sorted(self.config.items()))})
+
+    @classmethod
+    def decode(cls, data: bytes) -> BrokerConfigOverrides:
+        return cls(_config_map(cls.KIND, data))
+
+
+def _config_map(kind: str, data: bytes) -> dict[str, str]:
+    """The ``config`` object of a config znode (``version`` 1)."""
+    obj = _decode(kind, data)
+    config = obj.get("config", {})
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ZnodeFormatError(f"{kind}: config is not an object of strings")
+    return dict(config)

@@ -11,9 +11,9 @@ from tierlog.config.broker import (
     load_broker_config,
 )
 from tierlog.config.definitions import ConfigError
+from tierlog.config.sources import ConfigSource
 from tierlog.config.topic import (
     ConfigEntry,
-    ConfigSource,
     describe_topic_config,
     effective_topic_config,
     parse_topic_overrides,

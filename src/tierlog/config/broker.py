@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS, RLMM_PREFIX_KEY, RSM_PREFIX_KEY
 from tierlog.config.cluster_rules import apply_cluster_rules
-from tierlog.config.definitions import ConfigError, ConfigKey
+from tierlog.config.definitions import ConfigError, ConfigKey, render
 from tierlog.config.kafka_versions import (
     FIRST_RELEASE_OF_FORMAT,
     ignores_message_format,
@@ -24,6 +24,7 @@ from tierlog.config.kafka_versions import (
 )
 from tierlog.config.local_retention import check_local_retention
 from tierlog.config.properties import read_properties
+from tierlog.config.sources import ConfigSource
 
 _UNIT_MS = {
     "log.roll.hours": 3_600_000,
@@ -61,12 +62,23 @@ def parse_listener(key: str, uri: str) -> Endpoint:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """Effective broker settings. ``values`` holds every broker key (explicit or default)."""
+    """Effective broker settings. ``values`` holds every broker key (explicit or default).
+
+    ``explicit`` are the keys of ``server.properties`` and ``--override``. A config with
+    dynamic values (``with_dynamic``) keeps them apart, each as normalised text, and keeps
+    the static config it was built on, so a source and its synonyms can be reported.
+    """
 
     values: Mapping[str, Any]
     explicit: frozenset[str]
     rsm_config: Mapping[str, str] = field(default_factory=dict)
     rlmm_config: Mapping[str, str] = field(default_factory=dict)
+    #: ``/config/brokers/<id>`` (or the single node's file): DYNAMIC_BROKER_CONFIG.
+    dynamic_broker: Mapping[str, str] = field(default_factory=dict)
+    #: ``/config/brokers/<default>``: DYNAMIC_DEFAULT_BROKER_CONFIG.
+    dynamic_default: Mapping[str, str] = field(default_factory=dict)
+    #: The config read at start, under the dynamic values; None when this is it.
+    static: BrokerConfig | None = None
 
     # ---- typed accessors -------------------------------------------------------------
     def get(self, key: str) -> Any:
@@ -169,14 +181,61 @@ class BrokerConfig:
             return key, (value * unit if unit and value >= 0 else value)
         return None
 
+    def with_dynamic(
+        self, default: Mapping[str, str], per_broker: Mapping[str, str]
+    ) -> BrokerConfig:
+        """This broker's config under dynamic values (a per-broker value over a cluster-wide
+        default over the static config); the cross-key rules are checked on the result, so
+        ``ConfigError`` names a key whose new value conflicts with another."""
+        base = self.static or self
+        raw = dict(base._raw_items())
+        raw.update(default)
+        raw.update(per_broker)
+        merged = load_broker_config(raw, with_dynamic=True)
+        return BrokerConfig(
+            values=merged.values,
+            explicit=base.explicit,
+            rsm_config=base.rsm_config,
+            rlmm_config=base.rlmm_config,
+            dynamic_broker=dict(per_broker),
+            dynamic_default=dict(default),
+            static=base,
+        )
+
+    def source(self, key: str) -> ConfigSource:
+        """Which level ``key``'s value comes from."""
+        if key in self.dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if key in self.dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if key in self.explicit:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
+
+    def set_levels(self, keys: tuple[str, ...]) -> list[tuple[str, str | None, ConfigSource]]:
+        """Each value set for one of ``keys`` above the defaults, as DescribeConfigs lists
+        synonyms: every per-broker value, then every cluster default, then every static
+        value, each level in the order of ``keys`` (Kafka's ``configSynonyms``)."""
+        static = self.static or self
+        out: list[tuple[str, str | None, ConfigSource]] = []
+        for level, source in (
+            (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ):
+            out += [(k, level[k], source) for k in keys if k in level]
+        out += [
+            (k, render(static.values[k]), ConfigSource.STATIC_BROKER_CONFIG)
+            for k in keys
+            if k in static.explicit and static.values.get(k) is not None
+        ]
+        return out
+
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
         raw = {k: v for k, v in self._raw_items()}
         raw.update(overrides)
         return load_broker_config(raw)
 
     def _raw_items(self) -> list[tuple[str, str]]:
-        from tierlog.config.definitions import render
-
         items: list[tuple[str, str]] = []
         for k in self.explicit:
             r = render(self.values[k])
@@ -275,8 +334,11 @@ def effective_retention_ms(values: Mapping[str, Any]) -> int:
     return 604_800_000
 
 
-def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
-    """Validate raw text key/values (file merged with overrides) into a ``BrokerConfig``."""
+def load_broker_config(raw: Mapping[str, str], *, with_dynamic: bool = False) -> BrokerConfig:
+    """Validate raw text key/values (file merged with overrides) into a ``BrokerConfig``.
+
+    A key Kafka knows only as a dynamic config is refused unless ``with_dynamic`` (the
+    static config merged with the dynamic values, ``BrokerConfig.with_dynamic``)."""
     rsm_prefix = _prefix(raw, RSM_PREFIX_KEY)
     rlmm_prefix = _prefix(raw, RLMM_PREFIX_KEY)
     values: dict[str, Any] = {d.name: d.default for d in BROKER_KEYS.all()}
@@ -300,6 +362,12 @@ def load_broker_config(raw: Mapping[str, str]) -> BrokerConfig:
         definition = BROKER_KEYS.get(key)
         if definition is None:
             raise ConfigError(key, "unknown broker config key")
+        if definition.dynamic_only and not with_dynamic:
+            raise ConfigError(
+                key,
+                "is a dynamic broker config only, as in Kafka: set it with kafka-configs.sh "
+                "--entity-type brokers --alter (or an AlterConfigs request)",
+            )
         values[key] = definition.parse(text)
         explicit.add(key)
     _check_cross_key_rules(values)

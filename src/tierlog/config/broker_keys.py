@@ -23,6 +23,7 @@ from tierlog.config.definitions import (
     SHORT,
     STR,
     ConfigKey,
+    Dynamic,
     KeyRegistry,
     at_least,
     between,
@@ -54,6 +55,7 @@ def _no_zookeeper_acls(value: Any) -> str | None:
 
 BROKER_KEYS = KeyRegistry()
 K = ConfigKey
+LIVE, AT_START = Dynamic.LIVE, Dynamic.AT_START
 
 BROKER_KEYS.add(
     # --- identity and networking ---
@@ -63,12 +65,14 @@ BROKER_KEYS.add(
         LIST,
         ["PLAINTEXT://127.0.0.1:9092"],
         "Listener URIs (only PLAINTEXT). Port 0 picks a free port.",
+        dynamic=AT_START,
     ),
     K(
         "advertised.listeners",
         LIST,
         None,
         "Addresses given to clients in Metadata; defaults to listeners.",
+        dynamic=AT_START,
     ),
     K(
         "socket.listen.backlog.size",
@@ -87,6 +91,7 @@ BROKER_KEYS.add(
         "is accepted (Kafka stops accepting until one closes instead). Counted in "
         "tierlog_connections_refused_total.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "max.connections.per.ip",
@@ -96,6 +101,7 @@ BROKER_KEYS.add(
         "overridden hosts may connect); a connection over it is closed as soon as it is "
         "accepted, as in Kafka. Counted in tierlog_connections_refused_total.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "max.connections.per.ip.overrides",
@@ -104,6 +110,7 @@ BROKER_KEYS.add(
         "host:count[,host:count...]: per-IP limits replacing max.connections.per.ip for these "
         "hosts (IP addresses, or names resolved when the broker starts).",
         connection_overrides_problem,
+        dynamic=LIVE,
     ),
     K(
         "socket.request.max.bytes",
@@ -150,8 +157,16 @@ BROKER_KEYS.add(
         1073741824,
         "Segment size before roll. Minimum 14 as in Kafka 3.x (4.0 raised it to 1 MiB).",
         at_least(14),
+        dynamic=LIVE,
     ),
-    K("log.roll.ms", LONG, None, "Segment age before roll; overrides log.roll.hours.", at_least(1)),
+    K(
+        "log.roll.ms",
+        LONG,
+        None,
+        "Segment age before roll; overrides log.roll.hours.",
+        at_least(1),
+        dynamic=LIVE,
+    ),
     K("log.roll.hours", INT, 168, "Segment age before roll, in hours.", at_least(1)),
     K(
         "log.roll.jitter.ms",
@@ -159,6 +174,7 @@ BROKER_KEYS.add(
         None,
         "Max jitter subtracted from segment.ms.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.roll.jitter.hours",
@@ -173,10 +189,17 @@ BROKER_KEYS.add(
         None,
         "Retention time; -1 = unlimited. Overrides minutes/hours.",
         minus_one_or_at_least(0),
+        dynamic=LIVE,
     ),
     K("log.retention.minutes", INT, None, "Retention time in minutes (when ms unset)."),
     K("log.retention.hours", INT, 168, "Retention time in hours (when ms/minutes unset)."),
-    K("log.retention.bytes", LONG, -1, "Retention size per partition; -1 = unlimited."),
+    K(
+        "log.retention.bytes",
+        LONG,
+        -1,
+        "Retention size per partition; -1 = unlimited.",
+        dynamic=LIVE,
+    ),
     K(
         "log.retention.check.interval.ms",
         LONG,
@@ -190,20 +213,30 @@ BROKER_KEYS.add(
         10485760,
         "Offset/time index size; a full index rolls the segment.",
         at_least(4),
+        dynamic=LIVE,
     ),
-    K("log.index.interval.bytes", INT, 4096, "Bytes between offset index entries.", at_least(0)),
+    K(
+        "log.index.interval.bytes",
+        INT,
+        4096,
+        "Bytes between offset index entries.",
+        at_least(0),
+        dynamic=LIVE,
+    ),
     K(
         "log.flush.interval.messages",
         LONG,
         LONG_MAX,
         "Messages accumulated before an fsync.",
         at_least(1),
+        dynamic=LIVE,
     ),
     K(
         "log.flush.interval.ms",
         LONG,
         None,
         "Max time between fsyncs.",
+        dynamic=LIVE,
     ),
     K(
         "log.flush.scheduler.interval.ms",
@@ -231,6 +264,7 @@ BROKER_KEYS.add(
         60000,
         "Delay before a deleted segment's files are removed.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleanup.policy",
@@ -238,6 +272,7 @@ BROKER_KEYS.add(
         ["delete"],
         "Default cleanup policy: delete, compact or both.",
         each_of("delete", "compact"),
+        dynamic=LIVE,
     ),
     K(
         "log.message.timestamp.type",
@@ -245,6 +280,7 @@ BROKER_KEYS.add(
         "CreateTime",
         "CreateTime or LogAppendTime.",
         one_of("CreateTime", "LogAppendTime"),
+        dynamic=LIVE,
     ),
     K(
         "log.message.timestamp.before.max.ms",
@@ -252,6 +288,7 @@ BROKER_KEYS.add(
         LONG_MAX,
         "Max age of a CreateTime timestamp relative to the broker clock.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.message.timestamp.after.max.ms",
@@ -259,6 +296,7 @@ BROKER_KEYS.add(
         LONG_MAX,
         "Max lead of a CreateTime timestamp over the broker clock.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.message.timestamp.difference.max.ms",
@@ -268,9 +306,24 @@ BROKER_KEYS.add(
         "timestamp that log.message.timestamp.before.max.ms / .after.max.ms leave at their "
         "default.",
         at_least(0),
+        dynamic=LIVE,
     ),
-    K("log.preallocate", BOOL, False, "Preallocate segment files.", no_effect=True),
-    K("message.max.bytes", INT, 1048588, "Largest record batch accepted.", at_least(0)),
+    K(
+        "log.preallocate",
+        BOOL,
+        False,
+        "Preallocate segment files.",
+        no_effect=True,
+        dynamic=AT_START,
+    ),
+    K(
+        "message.max.bytes",
+        INT,
+        1048588,
+        "Largest record batch accepted.",
+        at_least(0),
+        dynamic=LIVE,
+    ),
     K(
         "fetch.max.bytes",
         INT,
@@ -292,24 +345,34 @@ BROKER_KEYS.add(
         "producer",
         "Topic compression default; only 'producer' (keep the producer's codec) is honoured.",
         one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        dynamic=LIVE,
     ),
-    K("min.insync.replicas", INT, 1, "Min ISR for acks=all (single node: 1).", at_least(1)),
+    K(
+        "min.insync.replicas",
+        INT,
+        1,
+        "Min ISR for acks=all (single node: 1).",
+        at_least(1),
+        dynamic=AT_START,
+    ),
     K(
         "unclean.leader.election.enable",
         BOOL,
         False,
         "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
         "it lacks). No effect on a single node.",
+        dynamic=AT_START,
     ),
     # --- log cleaner (tierlog.log.cleaner) ---
     K("log.cleaner.enable", BOOL, True, "Run the log cleaner (compacted topics)."),
-    K("log.cleaner.threads", INT, 1, "Log cleaner threads.", at_least(0)),
+    K("log.cleaner.threads", INT, 1, "Log cleaner threads.", at_least(0), dynamic=LIVE),
     K(
         "log.cleaner.backoff.ms",
         LONG,
         15000,
         "Sleep of a cleaner thread that found no log to clean.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.dedupe.buffer.size",
@@ -317,6 +380,7 @@ BROKER_KEYS.add(
         134217728,
         "Offset-map memory of all cleaner threads together.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.io.buffer.load.factor",
@@ -324,6 +388,7 @@ BROKER_KEYS.add(
         0.9,
         "How full a cleaner's offset map may get before a pass ends.",
         between(0, 1),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.io.max.bytes.per.second",
@@ -331,6 +396,7 @@ BROKER_KEYS.add(
         1.7976931348623157e308,
         "Read plus write rate of all cleaner threads together.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.delete.retention.ms",
@@ -338,6 +404,7 @@ BROKER_KEYS.add(
         86400000,
         "How long tombstones stay after the cleaning that reached them.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.min.compaction.lag.ms",
@@ -345,6 +412,7 @@ BROKER_KEYS.add(
         0,
         "Records newer than this are never compacted.",
         at_least(0),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.max.compaction.lag.ms",
@@ -352,6 +420,7 @@ BROKER_KEYS.add(
         LONG_MAX,
         "A dirty record older than this makes its log cleanable whatever its dirty ratio.",
         at_least(1),
+        dynamic=LIVE,
     ),
     K(
         "log.cleaner.min.cleanable.ratio",
@@ -359,6 +428,7 @@ BROKER_KEYS.add(
         0.5,
         "Dirty bytes over all bytes above which a log is cleaned.",
         between(0, 1),
+        dynamic=LIVE,
     ),
     # --- groups and offsets ---
     K(
@@ -519,6 +589,7 @@ BROKER_KEYS.add(
         "How long a producer id's state is kept after its last write, when it has no open "
         "transaction (KIP-854).",
         at_least(1),
+        dynamic=AT_START,
     ),
     # --- accepted for compatibility with Kafka's sample server.properties ---
     K("process.roles", LIST, None, "KRaft roles.", no_effect=True),
@@ -526,9 +597,24 @@ BROKER_KEYS.add(
     K("controller.quorum.bootstrap.servers", LIST, None, "KRaft bootstrap.", no_effect=True),
     K("controller.listener.names", LIST, None, "KRaft listener names.", no_effect=True),
     K("inter.broker.listener.name", STR, None, "Inter-broker listener.", no_effect=True),
-    K("listener.security.protocol.map", LIST, None, "Listener protocols.", no_effect=True),
-    K("num.network.threads", INT, 3, "Network threads.", at_least(1), no_effect=True),
-    K("num.io.threads", INT, 8, "Request threads.", at_least(1), no_effect=True),
+    K(
+        "listener.security.protocol.map",
+        LIST,
+        None,
+        "Listener protocols.",
+        no_effect=True,
+        dynamic=AT_START,
+    ),
+    K(
+        "num.network.threads",
+        INT,
+        3,
+        "Network threads.",
+        at_least(1),
+        no_effect=True,
+        dynamic=AT_START,
+    ),
+    K("num.io.threads", INT, 8, "Request threads.", at_least(1), no_effect=True, dynamic=AT_START),
     K("socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF.", no_effect=True),
     K("socket.receive.buffer.bytes", INT, 102400, "SO_RCVBUF.", no_effect=True),
     K(
@@ -538,6 +624,7 @@ BROKER_KEYS.add(
         "Recovery threads.",
         at_least(1),
         no_effect=True,
+        dynamic=AT_START,
     ),
     K("share.coordinator.state.topic.replication.factor", SHORT, 3, "Share RF.", no_effect=True),
     K("share.coordinator.state.topic.min.isr", SHORT, 2, "Share ISR.", no_effect=True),
@@ -557,7 +644,15 @@ BROKER_KEYS.add(
         "Bytes of queued requests before reading stops; -1 = no limit.",
         no_effect=True,
     ),
-    K("background.threads", INT, 10, "Background task threads.", at_least(1), no_effect=True),
+    K(
+        "background.threads",
+        INT,
+        10,
+        "Background task threads.",
+        at_least(1),
+        no_effect=True,
+        dynamic=AT_START,
+    ),
     K(
         "num.replica.alter.log.dirs.threads",
         INT,
@@ -581,6 +676,42 @@ BROKER_KEYS.add(
         "New connections per second the broker accepts.",
         at_least(0),
         no_effect=True,
+        dynamic=AT_START,
+    ),
+    K(
+        "leader.replication.throttled.rate",
+        LONG,
+        LONG_MAX,
+        "Bytes per second a leader sends for its throttled replicas "
+        "(leader.replication.throttled.replicas) to followers outside the ISR. A dynamic "
+        "broker config only, as in Kafka.",
+        at_least(0),
+        dynamic=LIVE,
+        dynamic_only=True,
+    ),
+    K(
+        "follower.replication.throttled.rate",
+        LONG,
+        LONG_MAX,
+        "Bytes per second a follower not in sync fetches for its throttled replicas "
+        "(follower.replication.throttled.replicas). A dynamic broker config only, as in Kafka.",
+        at_least(0),
+        dynamic=LIVE,
+        dynamic_only=True,
+    ),
+    K(
+        "replication.quota.window.num",
+        INT,
+        11,
+        "Samples of the replication throttles' rate.",
+        at_least(1),
+    ),
+    K(
+        "replication.quota.window.size.seconds",
+        INT,
+        1,
+        "Span of each sample of the replication throttles' rate.",
+        at_least(1),
     ),
     K(
         "quota.window.num",
@@ -679,6 +810,7 @@ BROKER_KEYS.add(
         True,
         "Down-conversion for old fetchers; tierlog serves record format v2 only.",
         no_effect=True,
+        dynamic=AT_START,
     ),
     K(
         "log.cleaner.io.buffer.size",
@@ -687,6 +819,7 @@ BROKER_KEYS.add(
         "I/O buffer memory of the log cleaner threads.",
         at_least(0),
         no_effect=True,
+        dynamic=AT_START,
     ),
     K(
         "log.dir.failure.timeout.ms",
@@ -719,6 +852,7 @@ BROKER_KEYS.add(
         "Java metrics reporter classes; only empty or Kafka's JmxReporter (accepted, no "
         "effect). tierlog exports its metrics to Prometheus (metrics.listener).",
         no_java_class_but_jmx,
+        dynamic=AT_START,
     ),
     K(
         "metrics.num.samples",
@@ -869,6 +1003,7 @@ BROKER_KEYS.add(
         1073741824,
         "Size bound of the remote index cache.",
         at_least(1),
+        dynamic=AT_START,
     ),
     K(
         "remote.log.manager.thread.pool.size",
@@ -921,6 +1056,7 @@ BROKER_KEYS.add(
         -2,
         "Default local.retention.ms; -2 = use log.retention.ms.",
         at_least(-2),
+        dynamic=LIVE,
     ),
     K(
         "log.local.retention.bytes",
@@ -928,6 +1064,7 @@ BROKER_KEYS.add(
         -2,
         "Default local.retention.bytes; -2 = use log.retention.bytes.",
         at_least(-2),
+        dynamic=LIVE,
     ),
     K(
         "remote.log.manager.copy.max.bytes.per.second",
@@ -935,6 +1072,7 @@ BROKER_KEYS.add(
         LONG_MAX,
         "Broker-wide upload rate quota.",
         at_least(1),
+        dynamic=LIVE,
     ),
     K("remote.log.manager.copy.quota.window.num", INT, 11, "Copy quota samples.", at_least(1)),
     K(
@@ -950,6 +1088,7 @@ BROKER_KEYS.add(
         LONG_MAX,
         "Broker-wide remote read rate quota.",
         at_least(1),
+        dynamic=LIVE,
     ),
     K("remote.log.manager.fetch.quota.window.num", INT, 11, "Fetch quota samples.", at_least(1)),
     K(
@@ -1086,6 +1225,7 @@ BROKER_KEYS.add(
         "Fetcher tasks per source broker.",
         at_least(1),
         no_effect=True,
+        dynamic=AT_START,
     ),
     K(
         "controlled.shutdown.enable",

@@ -51,6 +51,24 @@ BOOL, STR, INT, LONG, DBL, LIST, SHORT, CLASS, PASSWORD = (
     ConfigType.PASSWORD,
 )
 
+
+class Dynamic(enum.Enum):
+    """Whether a broker key may change while the broker runs (Kafka's KIP-226 dynamic configs).
+
+    Declared on each key so that the set AlterConfigs accepts, the ``read_only`` flag
+    DescribeConfigs reports and the documentation are one fact, not lists to keep in step.
+    """
+
+    NO = "no"
+    """Read at start only, in Kafka too: AlterConfigs refuses it as Kafka does."""
+    LIVE = "live"
+    """One of Kafka's dynamic broker keys that tierlog applies to a running broker, as a
+    per-broker value (``/config/brokers/<id>``) or a cluster-wide default."""
+    AT_START = "at_start"
+    """Kafka updates it dynamically, but tierlog reads it only at start (or it has no effect
+    in tierlog): refused with a message saying so rather than accepted without effect."""
+
+
 Validator = Callable[[Any], str | None]
 """Returns None when the value is acceptable, otherwise the reason it is not."""
 
@@ -67,6 +85,11 @@ class ConfigKey:
     sensitive: bool = False
     #: Accepted for compatibility with Kafka's server.properties but without effect here.
     no_effect: bool = False
+    #: Broker keys: whether (and how) it can change while the broker runs.
+    dynamic: Dynamic = Dynamic.NO
+    #: Broker keys Kafka knows only as dynamic configs (``DynamicConfig.Broker``, not
+    #: ``KafkaConfig``): set through the admin APIs, refused in ``server.properties``.
+    dynamic_only: bool = False
 
     def parse(self, raw: str | None) -> Any:
         value = parse_value(self.name, self.type, raw)

@@ -7,7 +7,6 @@ topic that did not override it, as in Kafka.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,23 +15,13 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import LONG_MAX, ConfigError, render
 from tierlog.config.local_retention import check_local_retention
+from tierlog.config.sources import ConfigSource
 from tierlog.config.topic_keys import TOPIC_KEYS
 
 #: Kafka's refusal of ``remote.storage.enable=true`` with ``cleanup.policy`` holding
 #: ``compact``: tiered segments are immutable once uploaded, while the cleaner rewrites
 #: segments in place (docs/operations.md, "Compacted topics").
 COMPACTED_REMOTE_REFUSAL = "Remote log storage is unsupported for the compacted topics"
-
-
-class ConfigSource(enum.IntEnum):
-    """DescribeConfigs ``config_source`` wire values (KIP-226)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
 
 
 @dataclass(frozen=True)
@@ -74,12 +63,7 @@ def broker_default(key: str, broker: BrokerConfig) -> tuple[Any, ConfigSource, s
     if found is None:
         return definition.default, ConfigSource.DEFAULT_CONFIG, None
     syn_key, value = found
-    source = (
-        ConfigSource.STATIC_BROKER_CONFIG
-        if syn_key in broker.explicit
-        else ConfigSource.DEFAULT_CONFIG
-    )
-    return value, source, syn_key
+    return value, broker.source(syn_key), syn_key
 
 
 def effective_topic_config(overrides: Mapping[str, Any], broker: BrokerConfig) -> dict[str, Any]:
@@ -203,15 +187,7 @@ def describe_topic_config(
             syns.append(
                 ConfigSynonym(name, render(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)
             )
-        for syn_key in definition.synonyms:
-            if syn_key in broker.explicit and broker.values.get(syn_key) is not None:
-                syns.append(
-                    ConfigSynonym(
-                        syn_key,
-                        render(broker.values[syn_key]),
-                        ConfigSource.STATIC_BROKER_CONFIG,
-                    )
-                )
+        syns += [ConfigSynonym(*level) for level in broker.set_levels(definition.synonyms)]
         syns.append(_default_synonym(name))
         value, source, _ = broker_default(name, broker)
         if name in overrides:

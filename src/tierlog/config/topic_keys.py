@@ -7,6 +7,9 @@ where a value comes from.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from tierlog.config.definitions import (
     BOOL,
     DBL,
@@ -26,6 +29,16 @@ from tierlog.config.kafka_versions import DEFAULT_MESSAGE_FORMAT_VERSION, kafka_
 
 TOPIC_KEYS = KeyRegistry()
 K = ConfigKey
+
+
+def throttled_replicas_problem(value: Any) -> str | None:
+    """Kafka's rule for ``*.replication.throttled.replicas``: empty, ``*`` alone, or
+    ``partitionId:brokerId`` entries."""
+    items = [str(v).strip() for v in value]
+    if items == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", item) for item in items):
+        return None
+    return "must be '*' or a comma-separated list of partitionId:brokerId entries"
+
 
 TOPIC_KEYS.add(
     K(
@@ -214,6 +227,24 @@ TOPIC_KEYS.add(
         "Cluster mode: with no in-sync replica left, elect an out-of-sync one (losing what "
         "it lacks). No effect on a single node.",
         synonyms=("unclean.leader.election.enable",),
+    ),
+    K(
+        "leader.replication.throttled.replicas",
+        LIST,
+        [],
+        "Cluster mode: partitionId:brokerId replicas (or * for all) whose leader side is "
+        "throttled to the leader broker's leader.replication.throttled.rate while a follower "
+        "outside the ISR fetches from it (replica moves and catch-up).",
+        throttled_replicas_problem,
+    ),
+    K(
+        "follower.replication.throttled.replicas",
+        LIST,
+        [],
+        "Cluster mode: partitionId:brokerId replicas (or * for all) whose follower side is "
+        "throttled to the follower broker's follower.replication.throttled.rate while it is "
+        "not in sync.",
+        throttled_replicas_problem,
     ),
     K(
         "delete.retention.ms",

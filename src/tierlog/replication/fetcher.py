@@ -41,6 +41,7 @@ from tierlog.log.leader_epoch import UNDEFINED_EPOCH
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.replication.aux_state import RemoteAuxStateSource, build_aux_state
+from tierlog.replication.quota import ReplicationQuota
 from tierlog.replication.wire import BrokerConnection
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class FetchState:
     phase: Phase = Phase.TRUNCATING
     failed: bool = False
     delay_until: float = 0.0
+    leader_hw: int | None = None
+    """The leader's high watermark in its last answer (None before any): a follower whose
+    log end has reached it is in sync, which the follower throttle never slows."""
     last_error: int = 0
     """The error the partition was backed off for since its last successful fetch (logged
     when it changes, so a partition a leader keeps refusing is not silent)."""
@@ -114,8 +118,12 @@ class ReplicaFetcher:
         endpoint: Callable[[], tuple[str, int] | None],
         on_appended: Callable[[tuple[str, int]], None],
         aux_source: RemoteAuxStateSource | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.leader_id = leader_id
+        self.quota = quota
+        """The follower replication throttle: throttled partitions not in sync are left out
+        of a Fetch while it is exceeded, and their bytes are recorded."""
         self.aux_source = aux_source
         """The remote tier for followers behind the leader's local log start (tiered
         storage on); without it such a partition backs off."""
@@ -177,9 +185,19 @@ class ReplicaFetcher:
                 truncating = [s for s in ready if s.phase is Phase.TRUNCATING]
                 if truncating:
                     await self._truncate(conn, truncating)
-                fetching = [s for s in ready if s.phase is Phase.FETCHING and not s.failed]
+                fetching = [
+                    s
+                    for s in ready
+                    if s.phase is Phase.FETCHING and not s.failed and not self._throttled(s)
+                ]
                 if fetching:
                     await self._fetch(conn, fetching)
+                elif not truncating:
+                    # every ready partition is throttled: look again after a back-off, as
+                    # Kafka's fetcher does with nothing to fetch
+                    until = time.monotonic() + backoff
+                    for s in ready:
+                        s.delay_until = until
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -205,6 +223,17 @@ class ReplicaFetcher:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
+
+    def _throttled(self, s: FetchState) -> bool:
+        """Kafka's ``shouldFollowerThrottle``: not in sync, throttled, quota exceeded."""
+        quota = self.quota
+        in_sync = s.leader_hw is not None and s.log.log_end_offset >= s.leader_hw
+        return (
+            quota is not None
+            and not in_sync
+            and quota.is_throttled(s.topic, s.index)
+            and quota.is_exceeded()
+        )
 
     def _current(self, s: FetchState, epoch: int) -> bool:
         return self.partitions.get(s.key) is s and s.leader_epoch == epoch and not s.failed
@@ -509,7 +538,11 @@ class ReplicaFetcher:
         once our HW has reached it."""
         try:
             if records:
-                s.log.append_as_follower(bytes(records))
+                data = bytes(records)
+                s.log.append_as_follower(data)
+                if self.quota is not None and self.quota.is_throttled(s.topic, s.index):
+                    self.quota.record(len(data))
+            s.leader_hw = leader_hw
             hw = s.log.set_high_watermark(leader_hw)
             if s.log.log_start_offset < leader_start <= hw:
                 s.log.delete_records(leader_start)

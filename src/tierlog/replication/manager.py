@@ -67,6 +67,7 @@ from tierlog.replication.aux_state import RemoteAuxStateSource
 from tierlog.replication.delayed_produce import DelayedProduces
 from tierlog.replication.fetcher import FetcherSettings, ReplicaFetcher
 from tierlog.replication.partition import Partition
+from tierlog.replication.quota import ReplicationQuota, ReplicationQuotas
 from tierlog.replication.topic_configs import TopicConfigSync
 
 if TYPE_CHECKING:
@@ -210,6 +211,19 @@ class ReplicaManager:
             fetch_last_tiered_offset=bool(config.get("follower.fetch.last.tiered.offset.enable")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
+        windows = int(config.get("replication.quota.window.num"))
+        window_s = int(config.get("replication.quota.window.size.seconds"))
+        self.quotas = ReplicationQuotas(
+            self.broker_id,
+            ReplicationQuota(
+                int(config.get("leader.replication.throttled.rate")), windows, window_s
+            ),
+            ReplicationQuota(
+                int(config.get("follower.replication.throttled.rate")), windows, window_s
+            ),
+        )
+        """Replication throttles (KIP-73): the rates are dynamic broker configs, the
+        throttled partitions come from each topic's config (``_refresh_throttles``)."""
         self._leadership: dict[str, list[LeadershipListener]] = {}
         self._role_listeners: list[PartitionRoleListener] = []
         self._aux_source: RemoteAuxStateSource | None = None
@@ -217,7 +231,10 @@ class ReplicaManager:
         """Called once per deleted topic with the partitions this broker led when the
         deletion reached it (the remote tier's stop hook), before its local files go."""
         self.topic_configs = TopicConfigSync(
-            self._replace_configs, lambda name: topics.get(name) is not None, self._spawn
+            self._replace_configs,
+            lambda name: topics.get(name) is not None,
+            self._spawn,
+            self._refresh_throttles,
         )
         """Follows ``/config/topics``; the server sets its ``apply`` (tiering reacts too)."""
 
@@ -595,6 +612,7 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == topic]:
             self._stop_replica(key)
         self.topic_configs.forget(topic)
+        self.quotas.topic_config(topic, (), ())
         info = self.topics.get(topic)
         if info is None:
             return
@@ -664,7 +682,33 @@ class ReplicaManager:
         finally:
             self._creating.pop(name, None)
 
+    def _refresh_throttles(self, name: str) -> None:
+        """The topic's throttled replicas, read once per config change (never per fetch)."""
+        info = self.topics.get(name)
+        if info is None:
+            self.quotas.topic_config(name, (), ())
+            return
+        eff = self.topics.effective_config(info)
+        self.quotas.topic_config(
+            name,
+            eff["leader.replication.throttled.replicas"],
+            eff["follower.replication.throttled.replicas"],
+        )
+
+    def should_leader_throttle(self, topic: str, index: int, replica_id: int) -> bool:
+        """Kafka's ``shouldLeaderThrottle``: a follower outside the ISR fetching a throttled
+        partition while the leader quota is exceeded gets no records for it this time."""
+        p = self.partitions.get((topic, index))
+        quota = self.quotas.leader
+        return (
+            p is not None
+            and replica_id not in p.isr
+            and quota.is_throttled(topic, index)
+            and quota.is_exceeded()
+        )
+
     def _apply_topic(self, name: str) -> None:
+        self._refresh_throttles(name)
         view = self.view
         if view is None:
             return
@@ -787,6 +831,7 @@ class ReplicaManager:
                 lambda: self._endpoint(leader),
                 self._on_follower_appended,
                 self._aux_source,
+                self.quotas.follower,
             )
             self._fetchers[(leader, fid)] = fetcher
             fetcher.start()

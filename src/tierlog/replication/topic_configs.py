@@ -53,10 +53,13 @@ class TopicConfigSync:
         apply: ApplyConfig,
         exists: Callable[[str], bool],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
+        applied: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.apply = apply
         self._exists = exists
         self._spawn = spawn
+        self._applied_hook = applied
+        """Told the topic's name after each applied version (the replication throttles)."""
         self._applied: dict[str, TopicConfig] = {}
         self._lock = asyncio.Lock()
 
@@ -86,6 +89,7 @@ class TopicConfigSync:
                 return  # a newer version came meanwhile (it is applied instead), or deleted
             try:
                 await self.apply(name, cfg.config)
+                self._applied_hook(name)
                 log.info("%s: config overrides at version %d applied", name, cfg.version)
             except KafkaError as e:
                 log.error(

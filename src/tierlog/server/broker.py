@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
+from tierlog.log.cleaner.log_cleaner import LogCleaner
 from tierlog.protocol.codec import preload_steps
 from tierlog.protocol.versions import ADVERTISED
 from tierlog.replication.manager import replication_for
@@ -31,6 +32,9 @@ from tierlog.server.cluster_meta import load_or_create_cluster_id
 from tierlog.server.cluster_mode import ClusterMode
 from tierlog.server.connection import KafkaConnection
 from tierlog.server.connection_limits import ConnectionLimits
+from tierlog.server.dynamic_config import DynamicBrokerConfig
+from tierlog.server.dynamic_config_store import ZooKeeperStore
+from tierlog.server.dynamic_wiring import register_reconfigurables, start_dynamic_config
 from tierlog.server.fetch_metrics import FetchCollector
 from tierlog.server.fetch_sessions import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
@@ -45,6 +49,7 @@ from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.quotas.manager import ClientQuotas, QuotaCounters
 from tierlog.server.quotas.store import LocalQuotaStore, ZooKeeperQuotaStore
+from tierlog.server.replication_quota_metrics import ReplicationQuotaCollector
 from tierlog.server.reply_writer import ReplyWriter
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
@@ -92,13 +97,14 @@ class Broker:
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        cfg = self.config
-        # Resolves the override host names: a bad one stops the start before any recovery.
-        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
-        log_dirs = cfg.log_dirs
+        log_dirs = self.config.log_dirs
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         state_dir = log_dirs[0]
+        dynamic = start_dynamic_config(self.config, state_dir)
+        self.config = cfg = dynamic.current
+        # Resolves the override host names: a bad one stops the start before any recovery.
+        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
         cluster_id = load_or_create_cluster_id(state_dir, cfg.node_id)
         t0 = time.monotonic()
         logs = LogManager(
@@ -169,8 +175,10 @@ class Broker:
             replication=replication,
             quotas=quotas,
             quota_store=local_quotas,
+            dynamic_config=dynamic,
         )
         self.state = state
+        self._follow_dynamic_config(dynamic, state, limits, cleaner)
         register_all(router, state)
         await self._join_cluster(state)
         await start_transactions(state)
@@ -182,6 +190,19 @@ class Broker:
             cluster_id,
         )
 
+    def _follow_dynamic_config(
+        self,
+        dynamic: DynamicBrokerConfig,
+        state: BrokerState,
+        limits: ConnectionLimits,
+        cleaner: LogCleaner,
+    ) -> None:
+        """The components take each dynamic change from now on; the replication throttles
+        (cluster mode) are exported as metrics."""
+        register_reconfigurables(dynamic, state, limits, cleaner)
+        if state.replication is not None:
+            self.metrics.registry.register(ReplicationQuotaCollector(state.replication.quotas))
+
     async def _join_cluster(self, state: BrokerState) -> None:
         """Cluster mode: register in ZooKeeper, then let replication (and the remote log
         tasks through it) follow the partition states there."""
@@ -192,6 +213,8 @@ class Broker:
         await state.quota_store.start()
         if state.replication is None:
             return
+        if state.dynamic_config is not None:
+            await state.dynamic_config.follow(ZooKeeperStore(self.cluster.node.member.zk.kazoo))
         if state.tiering is not None:
             state.replication.on_partitions_deleted = state.tiering.before_topic_delete
             state.replication.topic_configs.apply = functools.partial(
@@ -279,6 +302,8 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if state is not None and state.dynamic_config is not None:
+            state.dynamic_config.close()
         if state is not None and state.replication is not None:
             await state.replication.close()
         if state is not None and state.quota_store is not None:

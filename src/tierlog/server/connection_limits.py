@@ -93,13 +93,25 @@ class ConnectionLimits:
 
     @classmethod
     def from_config(cls, cfg: BrokerConfig, refused: Counter) -> ConnectionLimits:
+        return cls(*cls.resolved_from(cfg), refused)
+
+    @staticmethod
+    def resolved_from(cfg: BrokerConfig) -> tuple[int, int, dict[str, int]]:
+        """The three limits of ``cfg`` with the override host names resolved (blocking:
+        a name lookup); ``ConfigError`` names a host that does not resolve."""
         overrides = parse_connection_overrides(str(cfg.get(OVERRIDES_KEY)))
-        return cls(
+        return (
             int(cfg.get("max.connections")),
             int(cfg.get("max.connections.per.ip")),
             resolve_overrides(overrides),
-            refused,
         )
+
+    def update(self, max_connections: int, max_per_ip: int, overrides: Mapping[str, int]) -> None:
+        """New limits (a dynamic change). Open connections stay: as in Kafka, a lowered
+        limit refuses new connections until enough of the old ones have closed."""
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._overrides = dict(overrides)
 
     @property
     def total(self) -> int:

@@ -68,6 +68,21 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "(no request being handled, no bytes read, none taken by the client).",
     ),
     MetricDoc(
+        "tierlog_replication_throttled_bytes_total",
+        "counter",
+        "side",
+        "Cluster mode: replication bytes of throttled replicas counted against the replication "
+        "throttle, side leader (sent to followers) or follower (fetched from leaders).",
+    ),
+    MetricDoc(
+        "tierlog_replication_throttled_rate_bytes",
+        "gauge",
+        "side",
+        "Cluster mode: the replication throttle's measured rate of throttled replicas, bytes "
+        "per second (it holds back followers outside the ISR while above the side's "
+        "*.replication.throttled.rate).",
+    ),
+    MetricDoc(
         "tierlog_connections_refused_total",
         "counter",
         "reason",

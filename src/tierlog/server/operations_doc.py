@@ -7,7 +7,7 @@ with this function's output (regenerate with ``tierlog docs --output docs/operat
 from __future__ import annotations
 
 from tierlog.config.broker_keys import BROKER_KEYS, RLMM_KEYS
-from tierlog.config.definitions import ConfigKey, render
+from tierlog.config.definitions import ConfigKey, Dynamic, render
 from tierlog.config.topic_keys import TOPIC_KEYS
 from tierlog.server.metrics import METRIC_DOCS
 
@@ -20,11 +20,17 @@ def _cell(text: str | None) -> str:
     return text.replace("|", "\\|")
 
 
-def _key_table(keys: list[ConfigKey], with_synonyms: bool) -> list[str]:
+_DYNAMIC_CELL = {Dynamic.NO: "-", Dynamic.LIVE: "live", Dynamic.AT_START: "at start"}
+
+
+def _key_table(keys: list[ConfigKey], with_synonyms: bool, with_dynamic: bool = False) -> list[str]:
     head = "| key | type | default | description |"
     sep = "|---|---|---|---|"
     if with_synonyms:
         head = "| key | type | default | broker default from | description |"
+        sep = "|---|---|---|---|---|"
+    if with_dynamic:
+        head = "| key | type | default | dynamic | description |"
         sep = "|---|---|---|---|---|"
     rows = [head, sep]
     for k in keys:
@@ -32,10 +38,78 @@ def _key_table(keys: list[ConfigKey], with_synonyms: bool) -> list[str]:
         cells = [f"`{k.name}`", k.type.value, f"`{_cell(render(k.default))}`"]
         if with_synonyms:
             cells.append(", ".join(f"`{s}`" for s in k.synonyms) or "-")
+        if with_dynamic:
+            cells.append(_DYNAMIC_CELL[k.dynamic] + (" (dynamic only)" if k.dynamic_only else ""))
         cells.append(_cell(doc))
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
+
+_DYNAMIC_BROKER_CONFIGS = [
+    "### Dynamic broker configuration",
+    "",
+    "The keys marked *live* in the column *dynamic* change on a running broker, as Kafka's",
+    "dynamic broker configs do (`kafka-configs.sh --bootstrap-server B --entity-type brokers",
+    "--entity-name 1 --alter --add-config log.retention.ms=86400000`, or `--entity-default`",
+    "for every broker; tierlog's own `tierlog broker-configs alter --bootstrap-server B",
+    "--entity-name 1 --set log.retention.ms=86400000` [`--delete KEY`, `--validate-only`]",
+    "and `tierlog broker-configs describe ... [--all]` do the same, the default resource",
+    "included, which librdkafka and kafka-python cannot name). AlterConfigs (it replaces",
+    "the resource's whole dynamic set) and",
+    "IncrementalAlterConfigs (`SET`, `DELETE`, `APPEND`/`SUBTRACT` for list keys) take a",
+    'BROKER resource named `""` (the cluster-wide default) or the id of the broker the',
+    "request is sent to (another id is refused with INVALID_REQUEST, as Kafka's broker",
+    "refuses it). A broker uses, per key, its own value, else the cluster default, else",
+    "server.properties, else the key's default; DescribeConfigs reports that as the source",
+    "`DYNAMIC_BROKER_CONFIG`, `DYNAMIC_DEFAULT_BROKER_CONFIG`, `STATIC_BROKER_CONFIG` or",
+    "`DEFAULT_CONFIG`, with every level as a synonym when asked, and describing the resource",
+    '`""` lists only the values set there.',
+    "",
+    "What changes live: the topic defaults (`log.*`, `message.max.bytes`,",
+    "`compression.type`; every topic without its own override follows at once), the log",
+    "cleaner's `log.cleaner.threads` (at most double or half in one step, as in Kafka),",
+    "`.backoff.ms`, `.dedupe.buffer.size`, `.io.buffer.load.factor` and",
+    "`.io.max.bytes.per.second` (the cleaner threads restart, as in Kafka), the connection",
+    "limits (a lowered limit refuses new connections; open ones stay), the remote",
+    "copy and fetch quotas, and the replication throttles' rates (below).",
+    "",
+    "**Replication throttles** (cluster mode, Kafka's KIP-73), for moving replicas without",
+    "starving clients: `leader.replication.throttled.rate` and",
+    "`follower.replication.throttled.rate` (dynamic only, as in Kafka: refused in",
+    "server.properties) bound the bytes per second of the replicas a topic names in",
+    "`leader.replication.throttled.replicas` / `follower.replication.throttled.replicas`",
+    "(`*`, or `partition:broker` entries; the broker of an entry is the leader, or the",
+    "follower, the throttle applies on). While the leader's measured rate of its throttled",
+    "replicas is above its rate, a follower outside the ISR gets no records for them in that",
+    "Fetch; while the follower's is above its rate, a follower not caught up to the leader's",
+    "high watermark leaves them out of its Fetch. In-sync replicas are never held back, but",
+    "their bytes count toward the rate. The rate is measured over",
+    "`replication.quota.window.num` samples of `replication.quota.window.size.seconds`.",
+    "`kafka-reassign-partitions.sh --throttle` (and `tierlog reassign-partitions",
+    "--throttle`) sets exactly these keys; remove them (or `--verify` after the move) to",
+    "lift the throttle. Metrics:",
+    "`tierlog_replication_throttled_bytes_total{side}` and",
+    "`tierlog_replication_throttled_rate_bytes{side}`.",
+    "",
+    "A key that exists but is read only at start is refused with INVALID_REQUEST and",
+    "Kafka's message, *Cannot update these configs dynamically: Set(key, ...)*. The keys",
+    "marked *at start* are dynamic in Kafka, but tierlog cannot apply them to a running",
+    "broker (or they have no effect in tierlog): they are refused too, with a message",
+    "saying so, never accepted without effect. An invalid value is INVALID_CONFIG naming",
+    "the key; so is an unknown key (*Unknown config name*), which Kafka's ZooKeeper mode",
+    "would store and ignore. A key given twice for one resource is INVALID_REQUEST, as in",
+    "Kafka (for topics too). `validate_only` checks without storing.",
+    "",
+    "In a cluster the values live in ZooKeeper as in Kafka (`/config/brokers/<id>` and",
+    '`/config/brokers/<default>`, `{"version":1,"config":{...}}`); every broker watches its',
+    "own and the default znode and applies each change, also one made while it was down",
+    "(when it comes back); a value a broker cannot apply (written by hand) is logged there",
+    "and left unapplied, as in Kafka. `/config/changes` notifications are not written",
+    "(tierlog brokers watch the znodes themselves). A single node keeps them in",
+    "`<first log dir>/__tierlog_broker_configs.json`, replaced crash-safely, so they survive",
+    "a restart.",
+    "",
+]
 
 _CLUSTER_ADMIN = [
     "## Cluster administration (cluster mode)",
@@ -66,7 +140,10 @@ _CLUSTER_ADMIN = [
     "  was down at the time, once it is back); the remote tier stays. `--verify` reports",
     "  each partition completed, in progress or different; `--cancel` returns to the",
     "  original replicas. While a reassignment runs, no automatic preferred-leader",
-    "  rebalance happens.",
+    "  rebalance happens. `--execute --throttle BYTES_PER_SECOND` throttles the move as",
+    "  Kafka's tool does (replication throttles, under Dynamic broker configuration): the",
+    "  moving topics' throttled replicas and every involved broker's rates; `--verify`",
+    "  removes them once nothing of the plan is still moving.",
     "* `tierlog leader-election --bootstrap-server B --election-type preferred|unclean",
     "  (--topic T --partition P | --all-topic-partitions | --path-to-json-file F)`, with F as",
     '  `{"partitions":[{"topic":"t","partition":0}]}`. Per partition: elected,',
@@ -360,8 +437,9 @@ def render_operations_doc() -> str:
         "",
         "## Broker configuration",
         "",
-        *_key_table(list(BROKER_KEYS.all()), with_synonyms=False),
+        *_key_table(list(BROKER_KEYS.all()), with_synonyms=False, with_dynamic=True),
         "",
+        *_DYNAMIC_BROKER_CONFIGS,
         "### RLMM keys (give them with the `rlmm.config.` prefix)",
         "",
         *_key_table(list(RLMM_KEYS.all()), with_synonyms=False),
@@ -371,7 +449,9 @@ def render_operations_doc() -> str:
         "A topic without an override takes the value of the first broker key in the",
         '"broker default from" column that is set (hours and minutes converted to ms).',
         "DescribeConfigs reports the source: `DYNAMIC_TOPIC_CONFIG` (topic override),",
-        "`STATIC_BROKER_CONFIG` (set in server.properties / --override) or `DEFAULT_CONFIG`.",
+        "`DYNAMIC_BROKER_CONFIG` / `DYNAMIC_DEFAULT_BROKER_CONFIG` (a dynamic broker value, see",
+        "above), `STATIC_BROKER_CONFIG` (set in server.properties / --override) or",
+        "`DEFAULT_CONFIG`; a dynamic change of the broker key reaches the topic at once.",
         "`local.retention.*` must not exceed",
         "`retention.*` (and must not be -1 while the total retention is finite);",
         "`remote.storage.enable=true` needs the broker switch; turning it off needs",

@@ -21,6 +21,7 @@ from tierlog.server.txn_partition_hooks import AllowAllVerifier, TxnMarkerListen
 
 if TYPE_CHECKING:
     from tierlog.replication.manager import ReplicaManager
+    from tierlog.server.dynamic_config import DynamicBrokerConfig
     from tierlog.server.quotas.store import QuotaStore
     from tierlog.server.tiering import Tiering
     from tierlog.server.txn.coordinator import TxnCoordinator
@@ -56,6 +57,8 @@ class BrokerState:
     quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(11, 1))
     #: Where quota settings are kept (state file or ZooKeeper); None until it is built.
     quota_store: QuotaStore | None = None
+    #: Dynamic broker configs (AlterConfigs on BROKER resources); ``config`` is its current.
+    dynamic_config: DynamicBrokerConfig | None = None
     shutting_down: bool = False
 
     @property

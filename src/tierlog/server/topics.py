@@ -215,6 +215,14 @@ class TopicManager:
         path: Path | None = self._logs.delete_log(tp, remove=False)
         return path
 
+    def reconfigure(self, broker: BrokerConfig) -> None:
+        """New broker defaults (a dynamic ``log.*`` change): every topic without its own
+        override takes them, its logs at once, as Kafka's ``DynamicLogConfig`` does."""
+        self._broker = broker
+        self._logs.default_config = log_config_for({}, broker)
+        for info in self._topics.values():
+            self._logs.update_config(info.name, self.log_config(info))
+
     def log_config(self, info: TopicInfo) -> LogConfig:
         return log_config_for(info.overrides, self._broker, internal=info.internal)
 

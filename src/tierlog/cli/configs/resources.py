@@ -12,7 +12,7 @@ from typing import Any
 from tierlog.cli.configs.admin import BrokerRefused, ConfigsAdmin, ConfigsError, checked
 from tierlog.cli.configs.options import BROKERS, TOPICS
 from tierlog.client import WireConnection
-from tierlog.config.topic import ConfigSource
+from tierlog.config.sources import ConfigSource
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.config_resources import ConfigResourceType
 from tierlog.protocol.errors import KafkaError

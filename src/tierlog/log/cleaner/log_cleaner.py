@@ -99,6 +99,17 @@ class LogCleaner:
             t.join()
         self._threads.clear()
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New thread count, offset-map memory, back-off or I/O rate, as Kafka applies a
+        dynamic ``log.cleaner.*`` change: every thread stops (a cleaning in progress is
+        abandoned before its swap and redone later), then the new threads start. Blocks until
+        the old threads have ended, so call it off the event loop."""
+        self.close()
+        self.config = config
+        self._stop = threading.Event()
+        self._throttler = Throttler(config.io_max_bytes_per_second, self._stop)
+        self.start()
+
     def _new_cleaner(self) -> Cleaner:
         omap = OffsetMap(self.config.map_memory_per_thread, self.config.io_buffer_load_factor)
         return Cleaner(omap, self._throttler, check_done=self._check_done)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -222,9 +222,10 @@ class _ReadPass:
         self.remaining = self.max_bytes
 
     def partition(
-        self, part: PartitionFetch, remote: list[_Remote]
+        self, part: PartitionFetch, remote: list[_Remote], *, throttled: bool = False
     ) -> tuple[FetchPartition, PartitionLog | None]:
-        """Answer ``part`` along its route; a tiered one is only queued on ``remote``."""
+        """Answer ``part`` along its route; a tiered one is only queued on ``remote``; a
+        ``throttled`` one (the leader replication throttle) gets no records this time."""
         path = route(part, follower=self.follower, tiered_reads=self.tiered_reads)
         plog = part.log
         if path is FetchPath.ERROR or plog is None:
@@ -247,7 +248,7 @@ class _ReadPass:
             remote.append(_Remote(fp, plog, part.offset, limit, self.min_one))
             self.remaining -= limit
             self.min_one = False
-        else:
+        elif not throttled:
             self._read_hot(fp, plog, part.offset, limit)
         return fp, plog
 
@@ -290,7 +291,12 @@ class _ReadPass:
 
 
 async def _read_all(
-    state: BrokerState, plan: _Plan, max_bytes: int, read_committed: bool, follower: bool
+    state: BrokerState,
+    plan: _Plan,
+    max_bytes: int,
+    read_committed: bool,
+    follower: bool,
+    throttled: Callable[[str, int], bool] | None = None,
 ) -> tuple[list[FetchTopic], int, bool, bool]:
     """Read every partition once; returns (topics, record bytes, any error, remote data read).
 
@@ -311,7 +317,9 @@ async def _read_all(
             if divergence is not None and part.log is not None:
                 ft.partitions.append(reading.diverged(part, part.log, divergence))
                 continue
-            fp, plog = reading.partition(part, remote)
+            fp, plog = reading.partition(
+                part, remote, throttled=throttled is not None and throttled(name, part.index)
+            )
             ft.partitions.append(fp)
             if plog is not None:
                 read.append((fp, plog))
@@ -425,6 +433,24 @@ def _record_follower_fetch(
                 repl.on_follower_fetch(name, part.index, replica_id, part.offset, leo)
 
 
+def _record_throttled_bytes(state: BrokerState, topics: list[FetchTopic]) -> None:
+    """The leader quota counts every byte sent for its throttled partitions, to in-sync
+    followers too (Kafka's ``sizeOfThrottledPartitions``), so catch-up shares the rate with
+    the steady replication of those partitions."""
+    repl = state.replication
+    if repl is None:
+        return
+    quota = repl.quotas.leader
+    sent = sum(
+        fp.records_size
+        for ft in topics
+        for fp in ft.partitions
+        if fp.records_size and quota.is_throttled(ft.name, fp.partition_index)
+    )
+    if sent:
+        quota.record(sent)
+
+
 def _session_context(state: BrokerState, body: Any, version: int, follower: bool) -> FetchContext:
     """The request's fetch session context (requests before v7 carry none: sessionless)."""
 
@@ -504,13 +530,22 @@ async def handle_fetch(state: BrokerState, req: Request, conn: ConnectionInfo) -
     plan = _resolve(state, ctx.topics, version)
     if follower and await _await_new_epochs(state, plan):
         plan = _resolve(state, ctx.topics, version)
+    repl = state.replication
+    throttled = None
+    if follower and repl is not None:
+
+        def throttled(topic: str, index: int) -> bool:
+            assert repl is not None
+            return repl.should_leader_throttle(topic, index, replica_id)
+
     while True:
         leos = _leader_leos(state, plan) if follower else {}
         topics, total, any_error, remote_data = await _read_all(
-            state, plan, max_bytes, read_committed, follower
+            state, plan, max_bytes, read_committed, follower, throttled
         )
         if follower:
             _record_follower_fetch(state, plan, topics, replica_id, leos)
+            _record_throttled_bytes(state, topics)
         remaining = deadline - time.monotonic()
         if any_error or remote_data or total >= min_bytes or remaining <= 0 or state.shutting_down:
             break
