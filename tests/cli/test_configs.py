@@ -37,7 +37,9 @@ def configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("configs", "--bootstrap-server", bootstrap, *args)
 
 
-def described(bootstrap: str, resource_type: int, name: str) -> dict[str, Any]:
+def described(
+    bootstrap: str, resource_type: int, name: str, synonyms: bool = False
+) -> dict[str, Any]:
     """DescribeConfigs over the wire: each key's entry."""
     with WireConnection.to_bootstrap(bootstrap) as conn:
         r = conn.call(
@@ -46,7 +48,7 @@ def described(bootstrap: str, resource_type: int, name: str) -> dict[str, Any]:
             resources=[
                 {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
             ],
-            include_synonyms=False,
+            include_synonyms=synonyms,
             include_documentation=False,
         )
     assert r.results[0].error_code == 0, r.results[0].error_message
@@ -181,8 +183,13 @@ def test_broker_describe_shows_dynamic_configs_and_with_all_every_config(bootstr
     assert lines[0] == "All configs for broker 0 are:"
     shown = {line.split("=", 1)[0].strip(): line for line in lines[1:]}
     assert sorted(shown) == sorted(on_wire)
-    log_dirs = on_wire["log.dirs"]
-    assert shown["log.dirs"] == f"  log.dirs={log_dirs.value} sensitive=false synonyms={{}}"
+    log_dirs = described(bootstrap, ConfigResourceType.BROKER, "0", synonyms=True)["log.dirs"]
+    synonyms = ", ".join(
+        f"{ConfigSource(int(x.source)).name}:{x.name}={x.value}" for x in log_dirs.synonyms
+    )
+    assert shown["log.dirs"] == (
+        f"  log.dirs={log_dirs.value} sensitive=false synonyms={{{synonyms}}}"
+    )
 
     r = configs(bootstrap, "--describe", "--entity-type", "brokers")
     assert r.returncode == 0, r.stderr

@@ -56,7 +56,7 @@ def test_requests_reach_the_broker_that_answers_them(
 
     shown = configs("--describe", "--broker", "2", "--all").splitlines()
     assert shown[0] == "All configs for broker 2 are:"
-    assert "  broker.id=2 sensitive=false synonyms={}" in shown
+    assert any(line.startswith("  broker.id=2 sensitive=false synonyms={") for line in shown)
     assert configs("--describe", "--entity-type", "brokers").splitlines() == [
         "Dynamic configs for broker 1 are:",
         "Dynamic configs for broker 2 are:",
