@@ -291,8 +291,8 @@ _CONFIGS = [
     "error. Not supported: `broker-loggers` and `client-metrics` (tierlog has no dynamic",
     "logger levels nor KIP-714 subscriptions), SCRAM credentials (`--add-config",
     "SCRAM-SHA-256=...` is refused: tierlog authenticates no client yet), `--zookeeper`,",
-    "`--bootstrap-controller` and `--command-config`. tierlog brokers refuse broker",
-    "alterations (their configs are static), and the tool prints that refusal.",
+    "`--bootstrap-controller` and `--command-config`. `tierlog broker-configs` remains for",
+    "broker configs with tierlog's own options (IncrementalAlterConfigs, `--validate-only`).",
     "",
 ]
 
