@@ -1,4 +1,4 @@
-"""Command line: ``tierlog serve | topics ... | broker-configs ... | reassign-partitions |
+"""Command line: ``tierlog serve | topics ... | reassign-partitions |
 leader-election | consumer-groups | configs | get-offsets | delete-records | transactions |
 log-dirs | remote segments | dump-log | keys rewrap | audit | usage | docs``.
 
@@ -16,7 +16,6 @@ import sys
 from collections.abc import Sequence
 
 from tierlog.cli import (
-    broker_configs,
     configs,
     consumer_groups,
     delete_records,
@@ -42,7 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     serve.register(sub)
     topics.register(sub)
-    broker_configs.register(sub)
     reassignment.register(sub)
     election.register(sub)
     consumer_groups.register(sub)

@@ -51,9 +51,7 @@ _DYNAMIC_BROKER_CONFIGS = [
     "The keys marked *live* in the column *dynamic* change on a running broker, as Kafka's",
     "dynamic broker configs do (`kafka-configs.sh --bootstrap-server B --entity-type brokers",
     "--entity-name 1 --alter --add-config log.retention.ms=86400000`, or `--entity-default`",
-    "for every broker; tierlog's own `tierlog broker-configs alter --bootstrap-server B",
-    "--entity-name 1 --set log.retention.ms=86400000` [`--delete KEY`, `--validate-only`]",
-    "and `tierlog broker-configs describe ... [--all]` do the same, the default resource",
+    "for every broker; `tierlog configs` takes the same options, the default resource",
     "included, which librdkafka and kafka-python cannot name). AlterConfigs (it replaces",
     "the resource's whole dynamic set) and",
     "IncrementalAlterConfigs (`SET`, `DELETE`, `APPEND`/`SUBTRACT` for list keys) take a",
@@ -291,8 +289,7 @@ _CONFIGS = [
     "error. Not supported: `broker-loggers` and `client-metrics` (tierlog has no dynamic",
     "logger levels nor KIP-714 subscriptions), SCRAM credentials (`--add-config",
     "SCRAM-SHA-256=...` is refused: tierlog authenticates no client yet), `--zookeeper`,",
-    "`--bootstrap-controller` and `--command-config`. `tierlog broker-configs` remains for",
-    "broker configs with tierlog's own options (IncrementalAlterConfigs, `--validate-only`).",
+    "`--bootstrap-controller` and `--command-config`.",
     "",
 ]
 
