@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tierlog.config.definitions import LONG_MAX
+from tierlog.simple_rate import SimpleRate
 
 #: Every partition of the topic (the ``*`` of the topic config).
 ALL_PARTITIONS: frozenset[int] = frozenset({-1})
@@ -28,12 +29,6 @@ ALL_PARTITIONS: frozenset[int] = frozenset({-1})
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-@dataclass
-class _Sample:
-    start_ms: int
-    value: float = 0.0
 
 
 def throttled_partitions(value: Iterable[str], broker_id: int) -> frozenset[int]:
@@ -61,12 +56,9 @@ class ReplicationQuota:
         clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.bound = float(bound)
-        self._num_windows = num_windows
-        self._window_ms = window_s * 1000
         self._clock = clock_ms
         self._lock = threading.Lock()
-        self._samples: list[_Sample] = []
-        self._current = 0
+        self._meter = SimpleRate(num_windows, window_s * 1000)
         self._throttled: dict[str, frozenset[int]] = {}
         #: Bytes recorded since start (the throttled partitions' replication traffic).
         self.recorded_total = 0.0
@@ -93,30 +85,13 @@ class ReplicationQuota:
         now = self._clock()
         with self._lock:
             self.recorded_total += nbytes
-            if not self._samples:
-                self._samples.append(_Sample(now))
-                self._current = 0
-            sample = self._samples[self._current]
-            if now - sample.start_ms >= self._window_ms:
-                self._current = (self._current + 1) % self._num_windows
-                if self._current >= len(self._samples):
-                    self._samples.append(_Sample(now))
-                else:
-                    self._samples[self._current] = _Sample(now)
-                sample = self._samples[self._current]
-            sample.value += nbytes
+            self._meter.record(nbytes, now)
 
     def rate(self) -> float:
         """Bytes per second over the live samples."""
         now = self._clock()
         with self._lock:
-            expire_ms = self._num_windows * self._window_ms
-            live = [s for s in self._samples if now - s.start_ms < expire_ms]
-            if not live:
-                return 0.0
-            total = sum(s.value for s in live)
-            span = max(now - min(s.start_ms for s in live), self._window_ms)
-            return total / (span / 1000.0)
+            return self._meter.measure(now)[0]
 
     def is_exceeded(self) -> bool:
         """Kafka's ``isQuotaExceeded``: the measured rate is above the bound (never with the

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tierlog.simple_rate import SimpleRate
+
 __all__ = ["ByteRateQuota", "QuotaConfig", "wall_clock_ms"]
 
 
@@ -36,12 +38,6 @@ class QuotaConfig:
             raise ValueError("quota windows must be >= 1")
 
 
-@dataclass
-class _Sample:
-    start_ms: int
-    value: float = 0.0
-
-
 class ByteRateQuota:
     """A sampled byte-rate meter with Kafka's throttle formula; safe to share between threads."""
 
@@ -49,8 +45,7 @@ class ByteRateQuota:
         self._config = config
         self._clock = clock_ms
         self._lock = threading.Lock()
-        self._samples: list[_Sample] = []
-        self._current = 0
+        self._meter = SimpleRate(config.num_windows, config.window_size_seconds * 1000)
 
     @property
     def bytes_per_second(self) -> float:
@@ -66,25 +61,13 @@ class ByteRateQuota:
     def record(self, nbytes: float) -> None:
         now = self._clock()
         with self._lock:
-            window_ms = self._config.window_size_seconds * 1000
-            if not self._samples:
-                self._samples.append(_Sample(now))
-                self._current = 0
-            sample = self._samples[self._current]
-            if now - sample.start_ms >= window_ms:
-                self._current = (self._current + 1) % self._config.num_windows
-                if self._current >= len(self._samples):
-                    self._samples.append(_Sample(now))
-                else:
-                    self._samples[self._current] = _Sample(now)
-                sample = self._samples[self._current]
-            sample.value += nbytes
+            self._meter.record(nbytes, now)
 
     def throttle_time_ms(self) -> int:
         """Milliseconds the caller should stay away for the rate to fall back to the quota."""
         now = self._clock()
         with self._lock:
-            rate, window_ms = self._measure(now)
+            rate, window_ms = self._meter.measure(now)
             bound = self._config.bytes_per_second
             if rate <= bound:
                 return 0
@@ -93,15 +76,4 @@ class ByteRateQuota:
     def rate(self) -> float:
         now = self._clock()
         with self._lock:
-            return self._measure(now)[0]
-
-    def _measure(self, now: int) -> tuple[float, int]:
-        window_ms = self._config.window_size_seconds * 1000
-        expire_ms = self._config.num_windows * window_ms
-        for i, s in enumerate(self._samples):
-            if now - s.start_ms >= expire_ms:
-                self._samples[i] = _Sample(now)
-        total = sum(s.value for s in self._samples)
-        oldest = min((s.start_ms for s in self._samples), default=now)
-        span = max(now - oldest, window_ms)
-        return total / (span / 1000.0), span
+            return self._meter.measure(now)[0]
