@@ -9,7 +9,6 @@ branch, which makes the broker accept them."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from tests.helpers import client_quotas
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.client_quotas import MATCH_DEFAULT, MATCH_EXACT
 from tests.helpers.cluster import run_cli
+from tests.helpers.wire import closed_port
 from tierlog.cli import main
 from tierlog.client import WireConnection
 from tierlog.config.sources import ConfigSource
@@ -371,12 +371,6 @@ def test_a_key_a_client_cannot_have_is_refused(bootstrap: str) -> None:
     )
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -463,7 +457,7 @@ def _closed_port() -> int:
 def test_bad_options_are_refused_with_kafkas_messages_before_connecting(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{closed_port()}"
     with pytest.raises(SystemExit) as exited:
         main(["configs", "--bootstrap-server", address, *args])
     assert exited.value.code not in (0, None)

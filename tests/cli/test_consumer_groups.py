@@ -7,7 +7,6 @@ so each reset scenario has one right answer."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.cli.groups_helpers import (
     table,
 )
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.wire import closed_port
 from tierlog.cli import main
 
 COUNT = 10
@@ -257,12 +257,6 @@ def test_delete_removes_the_group_and_refuses_an_active_one(bootstrap: str) -> N
     assert again.returncode == 1 and "GroupIdNotFoundException" in again.stderr
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -311,7 +305,7 @@ def test_bad_option_combinations_are_refused_before_connecting(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Kafka's messages, exit 1, and no broker needed to say so (in-process: parsing only)."""
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{closed_port()}"
     with pytest.raises(SystemExit) as exited:
         main(["consumer-groups", "--bootstrap-server", address, *args])
     assert exited.value.code not in (0, None)
@@ -319,7 +313,7 @@ def test_bad_option_combinations_are_refused_before_connecting(
 
 
 def test_unreachable_broker_is_reported() -> None:
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{closed_port()}"
     r = groups_cli(address, "--list")
     assert r.returncode == 1
     assert f"tierlog: cannot reach {address}" in r.stderr

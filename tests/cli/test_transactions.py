@@ -8,7 +8,6 @@ ended (3 plain records first on partition 0, then its records on partitions 0 an
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from tests.cli.txn_helpers import MINUTE_MS, now_ms, producer_of, rows, stable_a
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.txn_clients import read_all, transactional_producer
 from tests.helpers.txn_wire import NO_VERIFICATION, produce_txn
+from tests.helpers.wire import closed_port
 from tierlog.cli import main
 from tierlog.client import WireConnection
 
@@ -272,12 +272,6 @@ def test_abort_where_no_transaction_starts_fails(held: Held) -> None:
     )
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -316,7 +310,7 @@ def test_bad_options_are_refused_before_connecting(
 ) -> None:
     """Kafka's messages and exit 1, with no broker at the address (in-process)."""
     with pytest.raises(SystemExit) as exited:
-        main(["transactions", "--bootstrap-server", f"127.0.0.1:{_closed_port()}", *args])
+        main(["transactions", "--bootstrap-server", f"127.0.0.1:{closed_port()}", *args])
     assert exited.value.code not in (0, None)
     assert message in str(exited.value.code) + capsys.readouterr().err
 

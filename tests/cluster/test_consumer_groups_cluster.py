@@ -12,18 +12,10 @@ from kazoo.client import KazooClient
 from tests.cli.groups_helpers import commit, committed, groups_cli, table
 from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import coordinator_of
 from tests.helpers.poll import wait_until
-from tierlog.client import WireConnection
-from tierlog.protocol.api_keys import ApiKey
 
 TOPIC = "spread"
-
-
-def coordinator_of(bootstrap: str, group: str) -> int | None:
-    """The coordinator's node id, None while the offsets topic is not ready."""
-    with WireConnection.to_bootstrap(bootstrap) as conn:
-        r = conn.call(ApiKey.FIND_COORDINATOR, 3, key=group, key_type=0)
-    return int(r.node_id) if int(r.error_code) == 0 else None
 
 
 def test_describe_and_reset_reach_a_coordinator_other_than_the_bootstrap_broker(
@@ -38,8 +30,8 @@ def test_describe_and_reset_reach_a_coordinator_other_than_the_bootstrap_broker(
     )
     cluster_helpers.create_topic(brokers, kazoo_client, TOPIC, [[1, 2], [2, 1]])
     first = brokers[1].bootstrap
-    wait_until(lambda: coordinator_of(first, "probe"), 30, what="a group coordinator")
-    group = next(g for g in (f"remote-{i}" for i in range(200)) if coordinator_of(first, g) == 2)
+    wait_until(lambda: coordinator_of(first, "probe", 0), 30, what="a group coordinator")
+    group = next(g for g in (f"remote-{i}" for i in range(200)) if coordinator_of(first, g, 0) == 2)
     everyone = cluster_helpers.bootstrap(brokers)
     cluster_helpers.produce(everyone, TOPIC, [b"a"] * 6, partition=0)
     cluster_helpers.produce(everyone, TOPIC, [b"b"] * 4, partition=1)

@@ -16,19 +16,11 @@ from kazoo.client import KazooClient
 from tests.cli.txn_helpers import rows, stable_and_high, txn_cli
 from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import coordinator_of
 from tests.helpers.poll import wait_until
 from tests.helpers.txn_clients import transactional_producer
-from tierlog.client import WireConnection
-from tierlog.protocol.api_keys import ApiKey
 
 TOPIC = "spread"
-
-
-def coordinator_of(bootstrap: str, transactional_id: str) -> int | None:
-    """The coordinator's node id, None while ``__transaction_state`` is not ready."""
-    with WireConnection.to_bootstrap(bootstrap) as conn:
-        r = conn.call(ApiKey.FIND_COORDINATOR, 3, key=transactional_id, key_type=1)
-    return int(r.node_id) if int(r.error_code) == 0 else None
 
 
 def test_each_request_reaches_the_broker_that_must_answer_it(
@@ -48,8 +40,12 @@ def test_each_request_reaches_the_broker_that_must_answer_it(
     )
     cluster_helpers.create_topic(brokers, kazoo_client, TOPIC, [[1, 2], [2, 1]])
     first = brokers[1].bootstrap
-    wait_until(lambda: coordinator_of(first, "probe"), 30, what="a transaction coordinator")
-    tid = next(t for t in (f"app-{i}" for i in range(200)) if coordinator_of(first, t) == 2)
+    wait_until(
+        lambda: coordinator_of(first, "probe", 1),
+        30,
+        what="a transaction coordinator",
+    )
+    tid = next(t for t in (f"app-{i}" for i in range(200)) if coordinator_of(first, t, 1) == 2)
     producer = transactional_producer(
         cluster_helpers.bootstrap(brokers), tid, **{"transaction.timeout.ms": 600_000}
     )

@@ -203,6 +203,14 @@ def consume(
     return [v for _, _, v in read_records(bootstrap, topic, [partition], expected, timeout_s)]
 
 
+def coordinator_of(bootstrap: str, key: str, key_type: int) -> int | None:
+    """The node id FindCoordinator names for a group (``key_type`` 0) or a transactional
+    id (1); None while the internal topic behind it is not ready."""
+    with WireConnection.to_bootstrap(bootstrap) as conn:
+        r = conn.call(ApiKey.FIND_COORDINATOR, 3, key=key, key_type=key_type)
+    return int(r.node_id) if int(r.error_code) == 0 else None
+
+
 def run_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tierlog", *args],

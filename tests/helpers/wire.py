@@ -48,6 +48,14 @@ def connection_closed(sock: socket.socket, timeout_s: float = 10.0) -> bool:
         return False
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then released): a broker that
+    cannot be reached."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     """``n`` bytes from ``sock``; fails if the peer closes first. Each ``recv`` asks for at
     most 1 MiB, since Python allocates what it asks for."""

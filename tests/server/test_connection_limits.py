@@ -12,7 +12,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
-from tests.helpers.wire import frame, raw_connection, recv_frame
+from tests.helpers.wire import connection_closed, frame, raw_connection, recv_frame
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.codec import decode_response
 
@@ -28,16 +28,6 @@ def _api_versions(sock: socket.socket, correlation_id: int) -> int:
     return int(body.error_code)
 
 
-def _closed_by_peer(sock: socket.socket) -> bool:
-    """True once the broker has closed ``sock`` (EOF or reset); False while it is open."""
-    try:
-        return sock.recv(1) == b""
-    except BlockingIOError:
-        return False
-    except ConnectionResetError:
-        return True
-
-
 def test_third_connection_from_one_ip_is_closed(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
@@ -51,8 +41,7 @@ def test_third_connection_from_one_ip_is_closed(
         assert b.metric(REFUSED, reason="max_connections_per_ip") == 0
 
         third = raw_connection(b.host_port)
-        third.setblocking(False)
-        wait_until(lambda: _closed_by_peer(third), timeout_s=10, what="the third closed")
+        assert connection_closed(third)
         third.close()
         wait_until(
             lambda: b.metric(REFUSED, reason="max_connections_per_ip") >= 1,

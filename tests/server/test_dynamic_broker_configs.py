@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,7 @@ from kafka.admin import KafkaAdminClient
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
-from tests.helpers.wire import raw_connection
+from tests.helpers.wire import connection_closed, raw_connection
 from tierlog.client import WireConnection
 from tierlog.config.definitions import ConfigError
 from tierlog.config.dynamic_broker import live_keys
@@ -207,15 +206,6 @@ def test_dynamic_configs_survive_a_restart(broker_factory: Callable[..., BrokerP
     ]
 
 
-def _closed_by_peer(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except BlockingIOError:
-        return False
-    except ConnectionResetError:
-        return True
-
-
 def test_max_connections_per_ip_lowered_live_refuses_the_next_connection(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
@@ -226,8 +216,7 @@ def test_max_connections_per_ip_lowered_live_refuses_the_next_connection(
     try:
         _incremental(admin, "0", [("max.connections.per.ip", "1", SET)])
         extra = raw_connection(b.host_port)
-        extra.setblocking(False)
-        wait_until(lambda: _closed_by_peer(extra), timeout_s=10, what="the new one closed")
+        assert connection_closed(extra)
         extra.close()
         assert b.metric("tierlog_connections_refused_total", reason="max_connections_per_ip") >= 1
     finally:
