@@ -4,7 +4,8 @@ turned into exits, ``key=value`` options, and the retry on the controller a clus
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +17,21 @@ from tierlog.protocol.errors import ErrorCode
 CLIENT_ID = "tierlog-cli"
 
 T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """Options Kafka's tool refuses: the message, exit 1, before any connection."""
+
+
+@contextmanager
+def usage_errors(*also: type[Exception]) -> Iterator[None]:
+    """A refused option (a ``UsageError``, or one of ``also``) ends the command as Kafka's
+    tools end it: the message, and exit status 1."""
+    refused: tuple[type[Exception], ...] = (UsageError, *also)
+    try:
+        yield
+    except refused as e:
+        raise SystemExit(f"tierlog: {e}") from None
 
 
 def check(code: int, message: str | None, what: str) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.definitions import ConfigError
+from tierlog.config.incremental import list_op
 from tierlog.config.topic import (
     ConfigEntry,
     describe_topic_config,
@@ -366,13 +367,7 @@ class TopicManager:
             elif op == 1:
                 out.pop(key, None)
             elif op in (2, 3):
-                items = [x for x in (out.get(key) or "").split(",") if x]
-                new = [x.strip() for x in (value or "").split(",") if x.strip()]
-                if op == 2:
-                    items += [x for x in new if x not in items]
-                else:
-                    items = [x for x in items if x not in new]
-                out[key] = ",".join(items)
+                out[key] = list_op(out.get(key), value, op)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
         return out

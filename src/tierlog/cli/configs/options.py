@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from tierlog.cli.common import UsageError, usage_errors
 from tierlog.cli.configs.values import ConfigValueError, parse_to_add, parse_to_delete
 
 TOPICS, CLIENTS, USERS, BROKERS, IPS = "topics", "clients", "users", "brokers", "ips"
@@ -48,10 +49,6 @@ DEFAULT_FLAGS = (
 )
 
 
-class UsageError(Exception):
-    """Options Kafka's tool refuses: the message, exit 1, before any connection."""
-
-
 def resolve(a: argparse.Namespace) -> None:
     """Kafka's ``entityTypes`` / ``entityNames``: the long form first, then the flags."""
     a.entity_types = list(a.entity_type or []) + [
@@ -67,7 +64,7 @@ def resolve(a: argparse.Namespace) -> None:
 def check_args(a: argparse.Namespace) -> None:
     """Kafka's checks in its order, then the configs to add or delete are read (a bad
     ``--add-config`` is refused before connecting too)."""
-    try:
+    with usage_errors(ConfigValueError):
         resolve(a)
         _check(a)
         a.to_add = parse_to_add(a.add_config, a.add_config_file) if a.alter else {}
@@ -75,8 +72,6 @@ def check_args(a: argparse.Namespace) -> None:
         for kind in a.entity_types:
             if kind in UNSERVED:
                 raise UsageError(f"--entity-type {kind} is not supported: {UNSERVED[kind]}")
-    except (UsageError, ConfigValueError) as e:
-        raise SystemExit(f"tierlog: {e}") from None
 
 
 def _flag_used(a: argparse.Namespace) -> bool:

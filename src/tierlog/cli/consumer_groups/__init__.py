@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tierlog.cli.common import UsageError
 from tierlog.cli.consumer_groups import delete, describe, options, reset
 from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupCommandError
 from tierlog.client import WireConnection
@@ -23,7 +24,7 @@ def run(c: WireConnection, a: argparse.Namespace) -> None:
     admin = GroupAdmin(c, timeout_s=a.timeout / 1000)
     try:
         ok = _act(admin, a)
-    except options.UsageError as e:
+    except UsageError as e:
         raise SystemExit(f"tierlog: {e}") from None
     except GroupCommandError as e:
         raise SystemExit(f"Error: {e}") from None

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tierlog.cli.common import UsageError, usage_errors
+
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 
 #: The reset scenarios, each excluding the others (Kafka's ``allResetOffsetScenarioOpts``).
@@ -37,10 +39,6 @@ STATES = (
 )
 
 
-class UsageError(Exception):
-    """A bad option combination: Kafka prints it with the usage and exits 1."""
-
-
 def _name(dest: str) -> str:
     return "[" + dest.replace("_", "-") + "]"
 
@@ -60,10 +58,8 @@ def _exclusive(a: argparse.Namespace, used: str, others: tuple[str, ...]) -> Non
 
 def check_args(a: argparse.Namespace) -> None:
     """Kafka's checks, in its order; exits 1 with the message on the first that fails."""
-    try:
+    with usage_errors():
         _check(a)
-    except UsageError as e:
-        raise SystemExit(f"tierlog: {e}") from None
 
 
 def _check(a: argparse.Namespace) -> None:

@@ -11,8 +11,9 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from tierlog.cli.common import UsageError
 from tierlog.cli.consumer_groups.admin import GroupAdmin, GroupCommandError
-from tierlog.cli.consumer_groups.options import UsageError, parse_topic_arg
+from tierlog.cli.consumer_groups.options import parse_topic_arg
 from tierlog.cli.leaders import TopicPartition
 
 #: States in which a group has no member that would overwrite the reset on its next commit.

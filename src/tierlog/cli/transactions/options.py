@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tierlog.cli.common import UsageError, usage_errors
+
 #: Transaction states a coordinator reports (Kafka's ``TransactionState`` names).
 STATES = (
     "Empty",
@@ -26,16 +28,10 @@ STATES = (
 DEFAULT_MAX_TIMEOUT_MIN = 15
 
 
-class UsageError(Exception):
-    """Options Kafka's tool refuses: printed and exit 1, before any connection."""
-
-
 def check_args(a: argparse.Namespace) -> None:
     """Kafka's checks of each sub-command (its ``execute`` makes them first thing)."""
-    try:
+    with usage_errors():
         _check(a)
-    except UsageError as e:
-        raise SystemExit(f"tierlog: {e}") from None
 
 
 def _check(a: argparse.Namespace) -> None:

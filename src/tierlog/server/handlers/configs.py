@@ -20,6 +20,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.config.broker_keys import BROKER_KEYS
 from tierlog.config.definitions import ConfigKey, ConfigType, Dynamic, render
 from tierlog.config.dynamic_broker import DEFAULT_ENTITY, is_list_key, key_default_text
+from tierlog.config.incremental import list_op
 from tierlog.config.sources import ConfigSource, broker_key_synonyms
 from tierlog.config.topic import ConfigEntry, ConfigSynonym
 from tierlog.protocol.api_keys import ApiKey
@@ -269,13 +270,7 @@ def _alter_broker_incrementally(r: Any, stored: dict[str, str]) -> dict[str, str
                     if op == 2
                     else f"Config value subtract is not allowed for config key: {key}",
                 )
-            items = [x for x in out.get(key, key_default_text(key)).split(",") if x]
-            given = [x.strip() for x in (value or "").split(",") if x.strip()]
-            if op == 2:
-                items += [x for x in given if x not in items]
-            else:
-                items = [x for x in items if x not in given]
-            out[key] = ",".join(items)
+            out[key] = list_op(out.get(key, key_default_text(key)), value, op)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
     return out
