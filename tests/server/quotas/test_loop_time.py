@@ -18,6 +18,8 @@ def _spin(seconds: float) -> None:
 
 
 async def _handler() -> str:
+    """20 ms on the loop, a 200 ms wait off it (the await the timer must not charge), then
+    20 ms more."""
     _spin(0.02)
     await asyncio.sleep(0.2)
     _spin(0.02)
@@ -40,9 +42,10 @@ def test_exceptions_and_cancellation_pass_through() -> None:
         await asyncio.sleep(0)
         raise ValueError("boom")
 
-    async def caught_cancel(seen: list[str]) -> None:
+    async def caught_cancel(seen: list[str], waiting: asyncio.Event) -> None:
         try:
-            await asyncio.sleep(10)
+            waiting.set()
+            await asyncio.Event().wait()  # the await a cancellation interrupts
         except asyncio.CancelledError:
             seen.append("cancelled")
             raise
@@ -51,8 +54,9 @@ def test_exceptions_and_cancellation_pass_through() -> None:
         with pytest.raises(ValueError, match="boom"):
             await LoopTimer().run(failing())
         seen: list[str] = []
-        task = asyncio.ensure_future(LoopTimer().run(caught_cancel(seen)))
-        await asyncio.sleep(0.01)
+        waiting = asyncio.Event()
+        task = asyncio.ensure_future(LoopTimer().run(caught_cancel(seen, waiting)))
+        await waiting.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
