@@ -38,12 +38,18 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# Most tests wait on brokers, ZooKeeper and clients rather than compute, so two pytest-xdist
+# workers halve the wall time on two cores. A file stays on one worker (its module fixtures
+# start once); PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+PYTEST := $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
 unit: install
-	$(VENV)/bin/pytest -q
+	$(PYTEST)
 
 # The inner loop: everything but Spark and the end-to-end fault suites (see tests/conftest.py).
 quick: install
-	$(VENV)/bin/pytest -q -m "not spark and not slow"
+	$(PYTEST) -m "not spark and not slow"
 
 test: lint typecheck unit
 
