@@ -18,6 +18,10 @@ from tierlog.replication.partition import FollowerState, Partition
 LAG_MS = 10_000
 
 
+def _all_eligible() -> set[int]:
+    return {1, 2, 3}
+
+
 @pytest.fixture
 def partition(tmp_path: Path) -> Iterator[Partition]:
     mgr = LogManager([tmp_path], LogConfig())
@@ -71,16 +75,92 @@ def test_high_watermark_is_min_leo_over_the_isr(partition: Partition) -> None:
     p = partition
     _lead(p, 0, (1, 2, 3))
     leo = _append(p, 10)
-    assert not p.maybe_advance_high_watermark(), "followers' LEOs are unknown"
+    assert not p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible), (
+        "followers' LEOs are unknown"
+    )
     p.record_follower_fetch(2, 10, 0, leo, 1_000)
-    assert not p.maybe_advance_high_watermark()
+    assert not p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
     p.record_follower_fetch(3, 4, 0, leo, 1_000)
-    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 4
+    assert (
+        p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible) and p.log.high_watermark == 4
+    )
     assert p.produce_outcome(4) is ErrorCode.NONE
     assert p.produce_outcome(10) is None, "acks=all keeps waiting"
     p.record_follower_fetch(3, 10, 0, leo, 1_000)
-    assert p.maybe_advance_high_watermark() and p.log.high_watermark == 10
-    assert not p.maybe_advance_high_watermark()
+    assert (
+        p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible) and p.log.high_watermark == 10
+    )
+    assert not p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
+
+
+def test_caught_up_follower_outside_the_isr_holds_the_high_watermark(
+    partition: Partition,
+) -> None:
+    """Kafka's maybeIncrementLeaderHW: with the leader alone in the ISR, a follower outside it
+    that is caught up holds the HW at its LEO, so that it can reach the HW and rejoin; once it
+    has lagged for replica.lag.time.max.ms it no longer does."""
+    p = partition
+    p.min_insync_replicas = 1
+    _lead(p, 0, (1,))
+    leo = _append(p, 5)
+    p.record_follower_fetch(2, leo, 0, leo, 1_000)
+    assert (
+        p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible) and p.log.high_watermark == leo
+    )
+    leo2 = _append(p, 5)
+    assert not p.maybe_advance_high_watermark(1_500, LAG_MS, _all_eligible), (
+        "follower 2 is caught up at 5"
+    )
+    assert p.log.high_watermark == leo
+    assert p.isr_to_expand(2, {1, 2}) == (1, 2), "its LEO reached the HW"
+    p.record_follower_fetch(2, leo2 - 2, 0, leo2, 2_000)
+    assert (
+        p.maybe_advance_high_watermark(2_000, LAG_MS, _all_eligible)
+        and p.log.high_watermark == leo2 - 2
+    )
+    assert p.maybe_advance_high_watermark(1_000 + LAG_MS + 1, LAG_MS, _all_eligible), (
+        "lagged too long"
+    )
+    assert p.log.high_watermark == leo2
+    assert p.followers[3].leo == -1, "follower 3 never fetched, and held nothing"
+
+
+def test_a_follower_that_may_not_join_the_isr_does_not_hold_the_high_watermark(
+    partition: Partition,
+) -> None:
+    """A broker that died (or is shutting down) and was taken out of the ISR is not waited
+    for, however recently it was caught up (Kafka's isReplicaIsrEligible)."""
+    p = partition
+    p.min_insync_replicas = 1
+    _lead(p, 0, (1,))
+    leo = _append(p, 5)
+    p.record_follower_fetch(2, leo, 0, leo, 1_000)
+    p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
+    leo2 = _append(p, 5)
+    assert p.maybe_advance_high_watermark(1_001, LAG_MS, lambda: {1, 3})
+    assert p.log.high_watermark == leo2
+
+
+def test_a_follower_back_in_a_new_life_holds_nothing_until_it_fetches(
+    partition: Partition,
+) -> None:
+    """KIP-903: a broker that restarts (or leaves) loses what its old life's fetches told the
+    leader, so a follower outside the ISR that was caught up just before it stopped does not
+    hold the HW at its old LEO while it starts again; ISR members keep theirs."""
+    p = partition
+    _lead(p, 0, (1, 2))
+    leo = _append(p, 10)
+    p.record_follower_fetch(2, 4, 0, leo, 1_000)
+    p.record_follower_fetch(3, 6, 0, 6, 1_000)
+    assert p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
+    assert p.log.high_watermark == 4
+    p.forget_followers({2, 3})
+    p.record_follower_fetch(2, leo, 0, leo, 1_000)
+    assert p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
+    assert p.log.high_watermark == leo, "3's old LEO no longer counts"
+    assert p.followers[3].leo == -1 and p.followers[3].last_caught_up_ms == 0
+    assert p.followers[2].leo == leo, "an ISR member keeps its state"
+    assert p.isr_to_expand(3, {1, 2, 3}) is None, "not caught up until it fetches again"
 
 
 def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
@@ -91,7 +171,10 @@ def test_high_watermark_frozen_below_min_isr(partition: Partition) -> None:
     _append(p, 2)
     assert p.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.check_produce(1) is None
-    assert not p.maybe_advance_high_watermark() and p.log.high_watermark == 0
+    assert (
+        not p.maybe_advance_high_watermark(1_000, LAG_MS, _all_eligible)
+        and p.log.high_watermark == 0
+    )
 
 
 def test_isr_shrinks_after_the_lag_and_expands_from_the_epoch_start(
@@ -105,7 +188,7 @@ def test_isr_shrinks_after_the_lag_and_expands_from_the_epoch_start(
     assert p.isr_to_shrink(1_000 + LAG_MS, LAG_MS) is None
     assert p.isr_to_shrink(1_000 + LAG_MS + 1, LAG_MS) == (1, 2)
     p.isr_written((1, 2), 1)
-    p.maybe_advance_high_watermark()
+    p.maybe_advance_high_watermark(1_000 + LAG_MS + 1, LAG_MS, _all_eligible)
     assert p.log.high_watermark == leo
     assert p.isr_to_expand(3, {1, 2, 3}) is None, "LEO below the HW"
     p.record_follower_fetch(3, leo, 0, leo, 2_000)

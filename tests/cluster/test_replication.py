@@ -711,6 +711,123 @@ def test_kill_loop_keeps_every_acknowledged_record_once_in_order(
     )
 
 
+def test_a_caught_up_follower_outside_the_isr_holds_the_hw_until_it_rejoins(
+    cluster: dict[int, BrokerProcess], kazoo_client: KazooClient
+) -> None:
+    """L-11 with L-13, on the wire: the test is follower 99 of an RF=2 partition (a broker
+    registration of its own in ZooKeeper), so the order of appends and fetches is exact.
+    Once out of the ISR, it fetches after every append, always reaching the LEO its previous
+    fetch saw: caught up, never at the LEO. A leader alone in the ISR whose HW ran with its
+    own LEO would never see this follower's LEO reach the HW, so the follower could never
+    rejoin; Kafka's maybeIncrementLeaderHW holds the HW at a caught-up follower's LEO, and it
+    rejoins on its next fetch."""
+    from tierlog.client import WireConnection
+    from tierlog.cluster.znodes import BrokerRegistration
+    from tierlog.config import Endpoint
+    from tierlog.protocol.api_keys import ApiKey
+
+    fake = 99
+    kazoo_client.create(
+        paths.broker(fake),
+        BrokerRegistration(fake, (Endpoint("PLAINTEXT", "127.0.0.1", 1),)).encode(),
+        ephemeral=True,
+    )
+    leader_id = 1
+    admin = AdminClient({"bootstrap.servers": _bootstrap(cluster)})
+    topic = "pair"
+
+    def created() -> bool:
+        """The controller refuses the assignment until its watch has seen broker 99."""
+        futures = admin.create_topics(
+            [NewTopic(topic, 1, replica_assignment=[[leader_id, fake]])], operation_timeout=15
+        )
+        try:
+            futures[topic].result(30)
+        except confluent_kafka.KafkaException as e:
+            if e.args[0].code() != confluent_kafka.KafkaError.INVALID_REPLICA_ASSIGNMENT:
+                raise
+            return False
+        return True
+
+    wait_until(created, 20, what="the topic created on brokers 1 and 99")
+    wait_until(
+        lambda: (s := _state(kazoo_client, topic)) is not None and list(s.isr) == [leader_id],
+        30,
+        what="follower 99, which never fetched, out of the ISR",
+    )
+    state = _state(kazoo_client, topic)
+    assert state is not None
+    leader = cluster[leader_id].bootstrap
+
+    def append(conn: WireConnection) -> None:
+        from tierlog.protocol.records import SimpleRecord, build_batch
+
+        r = conn.call(
+            ApiKey.PRODUCE,
+            9,
+            transactional_id=None,
+            acks=1,
+            timeout=5000,
+            topic_data=[
+                {
+                    "name": topic,
+                    "partition_data": [
+                        {"index": 0, "records": build_batch([SimpleRecord(b"v", None)])}
+                    ],
+                }
+            ],
+        )
+        assert r.responses[0].partition_responses[0].error_code == 0
+
+    def fetch(conn: WireConnection, offset: int) -> tuple[int, int]:
+        """A fetch as follower 99 at ``offset``; the leader's (HW, LEO-bound) answer."""
+        r = conn.call(
+            ApiKey.FETCH,
+            12,
+            replica_id=fake,
+            max_wait=0,
+            min_bytes=0,
+            topics=[
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": state.leader_epoch,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            forgotten_topics_data=[],
+        )
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 0
+        return int(p.high_watermark), int(p.last_stable_offset)
+
+    with WireConnection.to_bootstrap(leader) as conn:
+        for _ in range(3):
+            append(conn)
+        fetch(conn, 0)
+        append(conn)
+        fetch(conn, 3)
+        rejoined = False
+        for offset in range(4, 24):
+            append(conn)
+            hw, _ = fetch(conn, offset)
+            assert hw <= offset, "the HW waits for the caught-up follower"
+            if (s := _state(kazoo_client, topic)) is not None and fake in s.isr:
+                rejoined = True
+                break
+        if not rejoined:
+            wait_until(
+                lambda: (s := _state(kazoo_client, topic)) is not None and fake in s.isr,
+                10,
+                what="follower 99 back in the ISR",
+            )
+
+
 def test_create_topics_goes_through_the_controller(
     broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
 ) -> None:

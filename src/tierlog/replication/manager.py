@@ -192,6 +192,8 @@ class ReplicaManager:
         self._stopping = False
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
+        self._broker_epochs: dict[int, int] = {}
+        """The live brokers' epochs as last seen, to tell a broker's new life from its old."""
         self._applied = asyncio.Event()
         """Set, then replaced by a fresh one, whenever a partition state was applied."""
         self._view_applied = asyncio.Event()
@@ -280,6 +282,7 @@ class ReplicaManager:
         view = node.view
         assert view is not None
         view.add_listener(self._on_view_change)
+        self._broker_epochs = {b: live.broker_epoch for b, live in view.brokers().items()}
         for info in self.topics.all():
             assignment = view.topics().get(info.name)
             if self.manages(info.name) and (
@@ -601,8 +604,12 @@ class ReplicaManager:
             if view is not None:
                 self.topic_configs.sync(change.topic, view)
         elif isinstance(change, BrokersChanged):
+            epochs = {b: live.broker_epoch for b, live in change.brokers.items()}
+            changed = {b for b, e in self._broker_epochs.items() if epochs.get(b) != e}
+            self._broker_epochs = epochs
             for p in self.partitions.values():
                 if p.is_leader:
+                    p.forget_followers(changed)
                     self._maybe_advance(p)
 
     def _delete_local(self, topic: str) -> None:
@@ -883,7 +890,7 @@ class ReplicaManager:
 
     # ---- leader: HW, ISR, waiters --------------------------------------------------------
     def _maybe_advance(self, p: Partition) -> None:
-        if p.maybe_advance_high_watermark():
+        if p.maybe_advance_high_watermark(_now_ms(), self.lag_ms, self._isr_candidates):
             self._wake(p.key)
         self._check_produces(p)
 
@@ -891,12 +898,19 @@ class ReplicaManager:
         self.produces.check(p.key, p.produce_outcome)
 
     async def _shrink_loop(self) -> None:
-        """L-14: every ``replica.lag.time.max.ms / 2``, drop followers that fell behind."""
+        """L-14: every ``replica.lag.time.max.ms / 2``, drop followers that fell behind.
+
+        The HW is looked at too: a follower outside the ISR that stops fetching holds it
+        until it has lagged for ``replica.lag.time.max.ms``, and no fetch or append may come
+        to move it after that.
+        """
         interval = max(self.lag_ms / 2, 10) / 1000
         while True:
             await asyncio.sleep(interval)
             now = _now_ms()
             for p in list(self.partitions.values()):
+                if p.is_leader:
+                    self._maybe_advance(p)
                 shrunk = p.isr_to_shrink(now, self.lag_ms)
                 if shrunk is not None:
                     log.info("%s-%d: shrinking ISR %s -> %s", *p.key, list(p.isr), list(shrunk))

@@ -10,8 +10,10 @@ I/O they ask for (the ISR write, waking waiters). Nothing here blocks.
 What holds:
 
 * **HW = min LEO over the maximal ISR** (committed ISR plus an expansion in flight, R-7,
-  checklist 1/14), never decreasing while leader (R-2), and frozen while the committed ISR
-  is below the effective ``min.insync.replicas`` = min(config, replica count) (KAFKA-15583).
+  checklist 1/14) and over the caught-up followers outside it (Kafka's
+  ``maybeIncrementLeaderHW``), never decreasing while leader (R-2), and frozen while the
+  committed ISR is below the effective ``min.insync.replicas`` = min(config, replica count)
+  (KAFKA-15583).
   A follower that has not fetched in the current epoch has an unknown LEO and holds the HW
   back (T-4).
 * **Caught-up time** follows Kafka's ``Replica.updateFetchState`` (L-12): a fetch at the
@@ -38,6 +40,7 @@ What holds:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Container
 from dataclasses import dataclass
 
 from tierlog.cluster.znodes import NO_LEADER, PartitionState
@@ -232,18 +235,51 @@ class Partition:
             return
         fs.update(fetch_offset, log_start, leader_leo, now_ms)
 
-    def maybe_advance_high_watermark(self) -> bool:
-        """L-11: True if the HW moved up."""
+    def forget_followers(self, brokers: Collection[int]) -> None:
+        """The brokers left the cluster or came back in a new life (a new broker epoch): what
+        this leader knew of their fetches outside the ISR no longer says anything about them,
+        so they neither hold the HW nor count as caught up until they fetch again (KIP-903,
+        where a replica whose broker epoch is stale is not ISR-eligible). ISR members keep
+        their state: the controller removes them."""
+        isr = self.maximal_isr
+        for r in brokers:
+            if r in self.followers and r not in isr:
+                self.followers[r] = FollowerState()
+
+    def maybe_advance_high_watermark(
+        self, now_ms: int, lag_ms: int, eligible: Callable[[], Container[int]]
+    ) -> bool:
+        """L-11: True if the HW moved up.
+
+        A follower outside the ISR that is caught up (within ``replica.lag.time.max.ms``) and
+        may join the ISR (``eligible()``: live, not shutting down) holds the HW at its LEO too,
+        as Kafka's ``maybeIncrementLeaderHW`` does: otherwise, with an ISR of the leader
+        alone, the HW would run with the leader's LEO, the follower's LEO would never reach
+        it, and the follower would never rejoin the ISR. A broker that died and was taken out
+        of the ISR does not hold it. ``eligible`` is called only when a follower would hold
+        the HW, which keeps the acks=1 append path from building the set.
+        """
         if not self.is_leader or len(self.isr) < self.effective_min_isr:
             return False
-        candidate = self.log.log_end_offset
-        for r in self.maximal_isr:
+        leo = self.log.log_end_offset
+        candidate = leo
+        isr = self.maximal_isr
+        for r in isr:
             if r == self.broker_id:
                 continue
             fs = self.followers.get(r)
             if fs is None or fs.leo == UNKNOWN_OFFSET:
                 return False
             candidate = min(candidate, fs.leo)
+        for r, fs in self.followers.items():
+            if (
+                r not in isr
+                and fs.leo != UNKNOWN_OFFSET
+                and fs.leo < candidate
+                and fs.caught_up(leo, now_ms, lag_ms)
+                and r in eligible()
+            ):
+                candidate = fs.leo
         if self.log.replicated and candidate <= self.log.high_watermark:
             return False
         self.log.set_high_watermark(candidate)
