@@ -270,9 +270,19 @@ def _count(counter: Counter, reason: str) -> float:
     return float(counter.labels(reason)._value.get())
 
 
+def _limits(
+    refused: Counter,
+    overrides: dict[str, int] | None = None,
+    creation_rate: int = INT_MAX,
+    window: tuple[int, int] = (11, 1000),
+) -> ConnectionLimits:
+    held = Counter("held", "test", registry=CollectorRegistry())
+    return ConnectionLimits((3, 2, overrides or {}, creation_rate), window, refused, held)
+
+
 def test_connection_limits_count_per_ip_and_in_total() -> None:
     refused = _refused()
-    limits = ConnectionLimits(3, 2, {"10.0.0.9": 0, "10.0.0.8": 5}, refused)
+    limits = _limits(refused, {"10.0.0.9": 0, "10.0.0.8": 5})
     assert limits.admit("10.0.0.1") and limits.admit("::ffff:10.0.0.1")
     assert not limits.admit("10.0.0.1")
     assert _count(refused, "max_connections_per_ip") == 1
@@ -284,6 +294,31 @@ def test_connection_limits_count_per_ip_and_in_total() -> None:
     assert limits.total == 2
     assert limits.admit("10.0.0.1")
     assert _count(refused, "max_connections_per_ip") == 2
+
+
+def test_broker_wide_creation_rate_holds_connections_as_kafkas_blocked_acceptor() -> None:
+    """KIP-612's max.connection.creation.rate: with two 1 s windows (a rate over at least
+    one second) and a bound of 2 per second, two connections at once are accepted at once;
+    the third takes the rate to 3/s and is held (3 - 2) / 2 * 1 s; one arriving meanwhile
+    waits for the acceptor to be free first and is held longer still. Connections spread
+    out below the rate are never held; unlimited (the default) never holds."""
+    limits = _limits(_refused(), creation_rate=2, window=(2, 1000))
+    assert limits.accept_delay_ms(10_000) == 0
+    assert limits.accept_delay_ms(10_000) == 0
+    assert limits.accept_delay_ms(10_000) == 500
+    fourth = limits.accept_delay_ms(10_100)
+    assert fourth is not None and fourth > 400, "queued behind the third, then throttled"
+    spread = _limits(_refused(), creation_rate=2, window=(2, 1000))
+    assert all(spread.accept_delay_ms(1_500 * i) == 0 for i in range(10))
+    unlimited = _limits(_refused())
+    assert all(unlimited.accept_delay_ms(0) == 0 for _ in range(1000))
+
+
+def test_a_creation_rate_of_zero_refuses_every_new_connection() -> None:
+    refused = _refused()
+    limits = _limits(refused, creation_rate=0)
+    assert limits.accept_delay_ms(0) is None
+    assert _count(refused, "max_connection_creation_rate") == 1
 
 
 def test_override_host_names_resolve_at_start() -> None:

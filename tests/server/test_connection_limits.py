@@ -71,3 +71,29 @@ def test_third_connection_from_one_ip_is_closed(
     finally:
         first.close()
         second.close()
+
+
+def test_broker_wide_creation_rate_holds_connections_then_serves_them(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """``max.connection.creation.rate`` (KIP-612, broker-wide): connections opened faster
+    than the rate are held unread, as behind Kafka's blocked acceptor, and then served;
+    none is closed, and the held time is counted."""
+    b = broker_factory(
+        {
+            "max.connection.creation.rate": "2",
+            "quota.window.num": "2",
+            "quota.window.size.seconds": "1",
+        }
+    )
+    held = "tierlog_connection_accept_throttle_seconds_total"
+    socks = [raw_connection(b.host_port) for _ in range(5)]
+    try:
+        for i, s in enumerate(socks):
+            s.settimeout(30)
+            assert _api_versions(s, i) == 0, f"connection {i} served"
+        assert b.metric(held) >= 1.0, "the later connections were held"
+        assert b.metric(REFUSED, reason="max_connection_creation_rate") == 0
+    finally:
+        for s in socks:
+            s.close()

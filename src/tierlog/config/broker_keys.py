@@ -673,10 +673,12 @@ BROKER_KEYS.add(
         "max.connection.creation.rate",
         INT,
         INT_MAX,
-        "New connections per second the broker accepts.",
+        "New connections per second the broker accepts, over the quota window "
+        "(quota.window.*); a faster connection is held unread until its turn, as Kafka's "
+        "acceptor blocks, then served; 0 refuses every new connection. Held time in "
+        "tierlog_connection_accept_throttle_seconds_total.",
         at_least(0),
-        no_effect=True,
-        dynamic=AT_START,
+        dynamic=LIVE,
     ),
     K(
         "leader.replication.throttled.rate",

@@ -104,7 +104,9 @@ class Broker:
         dynamic = start_dynamic_config(self.config, state_dir)
         self.config = cfg = dynamic.current
         # Resolves the override host names: a bad one stops the start before any recovery.
-        limits = ConnectionLimits.from_config(cfg, self.metrics.connections_refused)
+        limits = ConnectionLimits.from_config(
+            cfg, self.metrics.connections_refused, self.metrics.connection_accept_throttle_seconds
+        )
         cluster_id = load_or_create_cluster_id(state_dir, cfg.node_id)
         t0 = time.monotonic()
         logs = LogManager(

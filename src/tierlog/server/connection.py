@@ -31,6 +31,7 @@ import fcntl
 import logging
 import sys
 import termios
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
@@ -137,20 +138,44 @@ class KafkaConnection(asyncio.Protocol):
         self._sock_fd = sendfile_socket(transport)
         peer = transport.get_extra_info("peername")
         self._info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?")
-        if self._limits is not None:
-            address = str(peer[0]) if peer else "?"
-            if not self._limits.admit(address):
-                self._closing = True
-                self._transport.abort()
-                return
-            self._admitted_from = address
-            throttle_ms = self._limits.creation_throttle_ms(address)
-            if throttle_ms > 0:
-                self._closing = True
-                self._transport.pause_reading()
-                loop = asyncio.get_running_loop()
-                loop.call_later(throttle_ms / 1000, self._transport.abort)
-                return
+        loop = asyncio.get_running_loop()
+        if self._limits is None:
+            self._serve()
+            return
+        address = str(peer[0]) if peer else "?"
+        delay_ms = self._limits.accept_delay_ms(time.monotonic() * 1000)
+        if delay_ms is None:
+            self._closing = True
+            self._transport.abort()
+        elif delay_ms > 0:
+            self._transport.pause_reading()
+            loop.call_later(delay_ms / 1000, self._accept, address, True)
+        else:
+            self._accept(address, False)
+
+    def _accept(self, address: str, held: bool) -> None:
+        """The connection's turn at the acceptor (``max.connection.creation.rate``): the
+        per-IP limits decide whether it is served."""
+        transport = self._transport
+        assert transport is not None and self._limits is not None
+        if self._closing:
+            return
+        if not self._limits.admit(address):
+            self._closing = True
+            transport.abort()
+            return
+        self._admitted_from = address
+        throttle_ms = self._limits.creation_throttle_ms(address)
+        if throttle_ms > 0:
+            self._closing = True
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.abort)
+            return
+        if held:
+            transport.resume_reading()
+        self._serve()
+
+    def _serve(self) -> None:
         self._progress.at = asyncio.get_running_loop().time()
         self._registry.add(self)
 

@@ -18,6 +18,18 @@ A connection admitted by those limits is then counted against its IP's
 AlterClientQuotas). One that takes the rate over it is held unread for the throttle time
 (at most one quota window) and then closed, as Kafka's acceptor does, and counted with the
 reason ``connection_creation_rate``; it does not count against the rate.
+
+Before all of these, ``max.connection.creation.rate`` bounds the rate at which the broker
+accepts connections at all (KIP-612's broker-wide limit; tierlog serves one listener, which
+Kafka does not exempt as an inter-broker listener when it is the only one). Kafka's acceptor
+records each connection in a windowed rate (``quota.window.*``) and, when that takes the rate
+over the bound, blocks for the throttle time before accepting it and the ones after it. The
+asyncio server accepts at once, so the same schedule is kept in ``accept_delay_ms``: a
+connection is held unread until the time Kafka's blocked acceptor would have accepted it,
+then served (not closed). The held time is counted in
+``tierlog_connection_accept_throttle_seconds_total``. A bound of 0 refuses every new
+connection, counted with the reason ``max_connection_creation_rate`` (Kafka's acceptor would
+block for good).
 """
 
 from __future__ import annotations
@@ -32,11 +44,17 @@ from prometheus_client import Counter
 
 from tierlog.config.broker import BrokerConfig
 from tierlog.config.connection_quotas import parse_connection_overrides
-from tierlog.config.definitions import ConfigError
+from tierlog.config.definitions import INT_MAX, ConfigError
+from tierlog.server.quotas.rate import WindowedRate
 
 log = logging.getLogger(__name__)
 
 OVERRIDES_KEY = "max.connections.per.ip.overrides"
+CREATION_RATE_KEY = "max.connection.creation.rate"
+
+ResolvedLimits = tuple[int, int, Mapping[str, int], int]
+"""``max.connections``, ``max.connections.per.ip``, the per-IP overrides keyed by canonical
+address, and ``max.connection.creation.rate``."""
 
 
 def canonical_ip(address: str) -> str:
@@ -73,18 +91,23 @@ class ConnectionLimits:
 
     def __init__(
         self,
-        max_connections: int,
-        max_per_ip: int,
-        per_ip_overrides: Mapping[str, int],
+        limits: ResolvedLimits,
+        quota_window: tuple[int, int],
         refused: Counter,
+        accept_throttle: Counter,
     ) -> None:
-        """``refused`` is the Prometheus counter of refused connections, labelled ``reason``."""
-        self._max = max_connections
-        self._max_per_ip = max_per_ip
-        self._overrides = dict(per_ip_overrides)
+        """``refused`` is the Prometheus counter of refused connections, labelled ``reason``;
+        ``accept_throttle`` counts the seconds connections were held by the broker-wide
+        creation rate; ``quota_window`` is (``quota.window.num``, its size in ms)."""
+        self._max, self._max_per_ip, overrides, self._creation_bound = limits
+        self._overrides = dict(overrides)
         self._refused_total = refused.labels("max_connections")
         self._refused_per_ip = refused.labels("max_connections_per_ip")
         self._refused_rate = refused.labels("connection_creation_rate")
+        self._refused_broker_rate = refused.labels("max_connection_creation_rate")
+        self._accept_throttle = accept_throttle
+        self._accepted = WindowedRate(*quota_window)
+        self._acceptor_free_ms = 0.0
         self._per_ip: dict[str, int] = {}
         self._total = 0
         #: KIP-612's per-IP ``connection_creation_rate`` (``ClientQuotas``): given an address
@@ -92,26 +115,52 @@ class ConnectionLimits:
         self.creation_rate: Callable[[str, float], int] | None = None
 
     @classmethod
-    def from_config(cls, cfg: BrokerConfig, refused: Counter) -> ConnectionLimits:
-        return cls(*cls.resolved_from(cfg), refused)
+    def from_config(
+        cls, cfg: BrokerConfig, refused: Counter, accept_throttle: Counter
+    ) -> ConnectionLimits:
+        window = (
+            int(cfg.get("quota.window.num")),
+            int(cfg.get("quota.window.size.seconds")) * 1000,
+        )
+        return cls(cls.resolved_from(cfg), window, refused, accept_throttle)
 
     @staticmethod
-    def resolved_from(cfg: BrokerConfig) -> tuple[int, int, dict[str, int]]:
-        """The three limits of ``cfg`` with the override host names resolved (blocking:
-        a name lookup); ``ConfigError`` names a host that does not resolve."""
+    def resolved_from(cfg: BrokerConfig) -> ResolvedLimits:
+        """The limits of ``cfg`` with the override host names resolved (blocking: a name
+        lookup); ``ConfigError`` names a host that does not resolve."""
         overrides = parse_connection_overrides(str(cfg.get(OVERRIDES_KEY)))
         return (
             int(cfg.get("max.connections")),
             int(cfg.get("max.connections.per.ip")),
             resolve_overrides(overrides),
+            int(cfg.get(CREATION_RATE_KEY)),
         )
 
-    def update(self, max_connections: int, max_per_ip: int, overrides: Mapping[str, int]) -> None:
+    def update(self, limits: ResolvedLimits) -> None:
         """New limits (a dynamic change). Open connections stay: as in Kafka, a lowered
         limit refuses new connections until enough of the old ones have closed."""
-        self._max = max_connections
-        self._max_per_ip = max_per_ip
+        self._max, self._max_per_ip, overrides, self._creation_bound = limits
         self._overrides = dict(overrides)
+
+    def accept_delay_ms(self, now_ms: float) -> int | None:
+        """How long to hold a connection accepted at ``now_ms`` before serving it, so that
+        the broker accepts at most ``max.connection.creation.rate`` per second over the
+        quota window (0: serve it now; None: the bound is 0, close it). Kafka records the
+        connection when its acceptor comes to it, and blocks for the throttle time that
+        recording gives before accepting it; the next connection is looked at only then."""
+        bound = self._creation_bound
+        if bound >= INT_MAX:
+            return 0
+        if bound == 0:
+            self._refused_broker_rate.inc()
+            return None
+        start = max(now_ms, self._acceptor_free_ms)
+        self._accepted.record(1, start)
+        self._acceptor_free_ms = start + self._accepted.throttle_ms(bound, start)
+        delay = round(self._acceptor_free_ms - now_ms)
+        if delay > 0:
+            self._accept_throttle.inc(delay / 1000)
+        return delay
 
     @property
     def total(self) -> int:

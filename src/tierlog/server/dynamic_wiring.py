@@ -23,7 +23,12 @@ from tierlog.server.state import BrokerState
 #: Topic defaults: a topic without its own override follows these (Kafka's DynamicLogConfig).
 LOG_DEFAULT_KEYS = frozenset(s for d in TOPIC_KEYS.all() for s in d.synonyms) & live_keys()
 CONNECTION_KEYS = frozenset(
-    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
+    {
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+    }
 )
 CLEANER_KEYS = frozenset(
     {
@@ -83,7 +88,7 @@ def register_reconfigurables(
         await asyncio.to_thread(ConnectionLimits.resolved_from, new)
 
     async def apply_limits(new: BrokerConfig) -> None:
-        limits.update(*await asyncio.to_thread(ConnectionLimits.resolved_from, new))
+        limits.update(await asyncio.to_thread(ConnectionLimits.resolved_from, new))
 
     dynamic.add_reconfigurable(
         Reconfigurable("connection limits", CONNECTION_KEYS, apply_limits, check_limits)

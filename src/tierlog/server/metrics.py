@@ -88,8 +88,16 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "reason",
         "Connections closed right after the accept because a limit was reached: reason "
         "max_connections_per_ip (max.connections.per.ip and its overrides), max_connections, "
-        "or connection_creation_rate (the ip entity's client quota; closed after its "
-        "throttle time).",
+        "connection_creation_rate (the ip entity's client quota; closed after its "
+        "throttle time), or max_connection_creation_rate (set to 0: no new connection).",
+    ),
+    MetricDoc(
+        "tierlog_connection_accept_throttle_seconds_total",
+        "counter",
+        "",
+        "Seconds new connections were held unread before being served because the broker "
+        "accepted them faster than max.connection.creation.rate (Kafka's acceptor blocks "
+        "for that time; its connection-accept-throttle-time).",
     ),
     MetricDoc(
         "tierlog_client_quota_throttle_seconds_total",
@@ -354,6 +362,11 @@ class BrokerMetrics:
             "tierlog_connections_refused",
             "Connections closed right after the accept because a limit was reached.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.connection_accept_throttle_seconds = Counter(
+            "tierlog_connection_accept_throttle_seconds",
+            "Time new connections were held unread by max.connection.creation.rate.",
             registry=self.registry,
         )
         self.quota_throttle_seconds = Counter(
