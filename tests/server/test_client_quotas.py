@@ -148,7 +148,7 @@ def test_alter_and_describe_follow_kafka_validation_and_filters(broker: BrokerPr
         ({"client-id": "a"}, {"bogus": 1.0}, "Invalid configuration key bogus"),
         ({"client-id": "a"}, {"producer_byte_rate": 1.5}, "must be a LONG value"),
         ({"client-id": "a"}, {"consumer_byte_rate": -5.0}, "must be a positive number"),
-        ({"client-id": "a"}, {"controller_mutation_rate": 5.0}, "not supported"),
+        ({"client-id": "a"}, {"controller_mutation_rate": 0.0}, "must be a positive number"),
         ({"ip": "not-an-ip"}, {"connection_creation_rate": 5.0}, "not a valid IP address"),
         ({"ip": "1.2.3.4"}, {"producer_byte_rate": 5.0}, "Invalid configuration key"),
         ({}, {"producer_byte_rate": 1.0}, "Invalid empty client quota entity"),

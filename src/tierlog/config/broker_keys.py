@@ -730,6 +730,21 @@ BROKER_KEYS.add(
         at_least(1),
     ),
     K(
+        "controller.quota.window.num",
+        INT,
+        11,
+        "With controller.quota.window.size.seconds, the burst of a controller_mutation_rate "
+        "quota (KIP-599): its bucket holds num x size seconds of the rate.",
+        at_least(1),
+    ),
+    K(
+        "controller.quota.window.size.seconds",
+        INT,
+        1,
+        "See controller.quota.window.num.",
+        at_least(1),
+    ),
+    K(
         "replica.socket.timeout.ms",
         INT,
         30000,

@@ -138,6 +138,10 @@ class Broker:
             int(cfg.get("quota.window.num")),
             int(cfg.get("quota.window.size.seconds")),
             QuotaCounters(self.metrics.quota_throttle_seconds, self.metrics.quota_throttled),
+            (
+                int(cfg.get("controller.quota.window.num")),
+                int(cfg.get("controller.quota.window.size.seconds")),
+            ),
         )
         limits.creation_rate = quotas.connection_throttle_ms
         local_quotas: LocalQuotaStore | None = None

@@ -127,7 +127,9 @@ class Router:
         finally:
             self._metrics.observe_request(name, time.perf_counter() - started)
         if timed:
-            result = self._charge_request(conn, result)
+            self._charge_request(conn)
+        if conn.throttle_ms > 0:
+            result = _with_throttle_time(result, conn.throttle_ms)
         if result is NO_REPLY:
             return []
         if result is CLOSE:
@@ -139,13 +141,12 @@ class Router:
             [encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, result)]
         )
 
-    def _charge_request(self, conn: ConnectionInfo, result: HandlerResult) -> HandlerResult:
+    def _charge_request(self, conn: ConnectionInfo) -> None:
         """Charge the request's loop time to the client's ``request_percentage`` (unless its
-        handler did, or it is exempt) and put the connection's throttle time in the
-        response, when the response has the field (Kafka's ``sendResponseMaybeThrottle``)."""
+        handler did, or it is exempt)."""
         quotas, timer = self._quotas, conn.timer
         if quotas is None or timer is None:
-            return result
+            return
         if not conn.request_charged and not conn.quota_exempt:
             throttle = quotas.record(
                 QuotaKind.REQUEST,
@@ -157,15 +158,20 @@ class Router:
             if throttle > conn.throttle_ms:
                 quotas.throttled(QuotaKind.REQUEST, throttle)
                 conn.throttle(throttle)
-        if conn.throttle_ms <= 0 or not is_dataclass(result) or isinstance(result, type):
-            return result
-        if not any(f.name == "throttle_time" for f in fields(result)):
-            return result
-        return replace(result, throttle_time=datetime.timedelta(milliseconds=conn.throttle_ms))
 
     def _sent(self, buffers: Sequence[bytes]) -> Reply:
         self._metrics.bytes_out.inc(sum(len(b) for b in buffers))
         return buffers
+
+
+def _with_throttle_time(result: HandlerResult, throttle_ms: int) -> HandlerResult:
+    """The response with the connection's throttle time, when it has the field (Kafka's
+    ``sendResponseMaybeThrottle``); the connection is muted for as long once it is sent."""
+    if not is_dataclass(result) or isinstance(result, type):
+        return result
+    if not any(f.name == "throttle_time" for f in fields(result)):
+        return result
+    return replace(result, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 def error_response(api_key: int, version: int, code: ErrorCode) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from tierlog.server.handlers import (
     txn,
     txn_markers,
 )
+from tierlog.server.quotas.entities import QuotaKind
+from tierlog.server.quotas.mutation import MutationQuota
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 
@@ -41,13 +44,10 @@ _SIMPLE: dict[ApiKey, _Simple] = {
     ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
     ApiKey.METADATA: metadata.handle_metadata,
     ApiKey.API_VERSIONS: api_versions.handle_api_versions,
-    ApiKey.CREATE_TOPICS: admin_topics.handle_create_topics,
-    ApiKey.DELETE_TOPICS: admin_topics.handle_delete_topics,
     ApiKey.DELETE_RECORDS: delete_records.handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: cluster.handle_init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
-    ApiKey.CREATE_PARTITIONS: admin_topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
@@ -82,6 +82,54 @@ _GROUPS: dict[ApiKey, _Simple] = {
 
 _WithConnection = Callable[[BrokerState, Request, ConnectionInfo], Awaitable[Any]]
 
+_Mutating = Callable[[BrokerState, Request, MutationQuota], Awaitable[Any]]
+
+#: The APIs that create or delete partitions, held to KIP-599's ``controller_mutation_rate``:
+#: the version from which a throttled client gets THROTTLING_QUOTA_EXCEEDED (strict), and the
+#: handlers of a single node and of a cluster.
+_MUTATING: dict[ApiKey, tuple[int, _Mutating, _Mutating]] = {
+    ApiKey.CREATE_TOPICS: (
+        6,
+        admin_topics.handle_create_topics,
+        cluster_topics.handle_create_topics,
+    ),
+    ApiKey.CREATE_PARTITIONS: (
+        3,
+        admin_topics.handle_create_partitions,
+        cluster_partitions.handle_create_partitions,
+    ),
+    ApiKey.DELETE_TOPICS: (
+        5,
+        admin_topics.handle_delete_topics,
+        cluster_admin.handle_delete_topics,
+    ),
+}
+
+
+def _mutating(
+    state: BrokerState, fn: _Mutating, strict_since: int
+) -> Callable[[Request, ConnectionInfo], Awaitable[Any]]:
+    """The handler with its client's mutation quota; the response's throttle time (and the
+    connection's mute) is what the quota says once the handler is done (Kafka's
+    ``sendResponseMaybeThrottleWithControllerQuota``)."""
+
+    async def handler(req: Request, conn: ConnectionInfo) -> Any:
+        quota = state.quotas.mutation_quota(
+            conn.principal,
+            conn.client_id,
+            req.header.api_version >= strict_since,
+            time.monotonic() * 1000,
+        )
+        result = await fn(state, req, quota)
+        throttle = quota.throttle_ms(time.monotonic() * 1000)
+        if throttle > conn.throttle_ms:
+            state.quotas.throttled(QuotaKind.CONTROLLER_MUTATION, throttle)
+            conn.throttle(throttle)
+        return result
+
+    return handler
+
+
 #: Handlers that need the connection: its principal and client quotas' throttle.
 _WITH_CONNECTION: dict[ApiKey, _WithConnection] = {
     ApiKey.PRODUCE: produce.handle_produce,
@@ -102,10 +150,7 @@ def _bind(state: BrokerState, fn: _Simple) -> Callable[[Request, ConnectionInfo]
 _CLUSTER: dict[ApiKey, _Simple] = {
     ApiKey.METADATA: cluster_metadata.handle_metadata,
     ApiKey.DESCRIBE_CLUSTER: cluster_metadata.handle_describe_cluster,
-    ApiKey.CREATE_TOPICS: cluster_topics.handle_create_topics,
-    ApiKey.CREATE_PARTITIONS: cluster_partitions.handle_create_partitions,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epochs.handle_offset_for_leader_epoch,
-    ApiKey.DELETE_TOPICS: cluster_admin.handle_delete_topics,
     ApiKey.ELECT_LEADERS: cluster_admin.handle_elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster_admin.handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster_admin.handle_list_partition_reassignments,
@@ -120,6 +165,9 @@ def register_all(router: Router, state: BrokerState) -> None:
         router.register(key, _bind(state, fn))
     for key, with_conn in _WITH_CONNECTION.items():
         router.register(key, functools.partial(with_conn, state))
+    cluster_mode = state.replication is not None
+    for key, (strict_since, single, clustered) in _MUTATING.items():
+        router.register(key, _mutating(state, clustered if cluster_mode else single, strict_since))
 
     async def join(req: Request, conn: ConnectionInfo) -> Any:
         host = conn.peer.rsplit(":", 1)[0]

@@ -1,7 +1,11 @@
-"""CreateTopics, DeleteTopics, CreatePartitions: thin wrappers over ``TopicManager``."""
+"""CreateTopics, DeleteTopics, CreatePartitions: thin wrappers over ``TopicManager``.
+
+Each takes the request's ``MutationQuota`` (KIP-599, ``server.quotas.mutation``): a topic is
+checked against it before its write and charged its partitions after."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,13 +15,18 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.quotas.mutation import MutationQuota
 from tierlog.server.state import BrokerState
 from tierlog.server.topics import TopicInfo
 
 _NIL = uuid.UUID(int=0)
 
 
-async def handle_create_topics(state: BrokerState, req: Request) -> Any:
+def now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+async def handle_create_topics(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
     body = req.body
     results: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -45,11 +54,15 @@ async def handle_create_topics(state: BrokerState, req: Request) -> Any:
             else:
                 num_partitions, rf = t.num_partitions, t.replication_factor
             configs = {c.name: c.value for c in t.configs}
+            if not body.validate_only:
+                quota.check(now_ms())
             info = state.topics.create(
                 t.name, num_partitions, rf, configs, validate_only=body.validate_only
             )
-            if state.tiering is not None and not body.validate_only:
-                state.tiering.partitions_added([info.name])
+            if not body.validate_only:
+                quota.record(info.partitions, now_ms())
+                if state.tiering is not None:
+                    state.tiering.partitions_added([info.name])
             entry.update(
                 error_code=0,
                 error_message=None,
@@ -83,7 +96,7 @@ def _describe_new(state: BrokerState, info: TopicInfo) -> list[ConfigEntry]:
     return describe_topic_config(info.overrides, state.config)
 
 
-async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
+async def handle_delete_topics(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
     body = req.body
     version = req.header.api_version
     results: list[dict[str, Any]] = []
@@ -101,9 +114,11 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id.")
                 name = info.name
                 entry["name"] = name
+            quota.check(now_ms())
             if state.tiering is not None and state.topics.get(name) is not None:
                 await state.tiering.before_topic_delete(name)
             info = state.topics.delete(name)
+            quota.record(info.partitions, now_ms())
             entry.update(topic_id=info.topic_id, error_code=0, error_message=None)
             for p in range(info.partitions):
                 state.purgatory.notify((name, p))
@@ -114,11 +129,11 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
 
 
 async def answer_create_partitions(
-    req: Request, grow: Callable[[Any, bool], Awaitable[None]]
+    req: Request, grow: Callable[[Any, bool], Awaitable[int]], quota: MutationQuota
 ) -> Any:
-    """CreatePartitions' response: ``grow(topic, validate_only)`` for each requested topic,
-    its ``KafkaError`` as that topic's result; a topic named twice is refused, as Kafka
-    refuses it."""
+    """CreatePartitions' response: ``grow(topic, validate_only)`` for each requested topic
+    (it returns how many partitions it added), its ``KafkaError`` as that topic's result; a
+    topic named twice is refused, as Kafka refuses it."""
     body = req.body
     names = [t.name for t in body.topics]
     results: list[dict[str, Any]] = []
@@ -126,7 +141,11 @@ async def answer_create_partitions(
         try:
             if names.count(t.name) > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            await grow(t, body.validate_only)
+            if not body.validate_only:
+                quota.check(now_ms())
+            added = await grow(t, body.validate_only)
+            if not body.validate_only:
+                quota.record(added, now_ms())
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
@@ -137,8 +156,8 @@ async def answer_create_partitions(
     )
 
 
-async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
-    async def grow(t: Any, validate_only: bool) -> None:
+async def handle_create_partitions(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
+    async def grow(t: Any, validate_only: bool) -> int:
         if t.assignments is not None and any(
             list(a.broker_ids) != [state.node_id] for a in t.assignments
         ):
@@ -146,8 +165,10 @@ async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Replica assignments must name only broker {state.node_id}.",
             )
+        before = state.topics.get(t.name)
         state.topics.create_partitions(t.name, t.count, validate_only=validate_only)
         if state.tiering is not None and not validate_only:
             state.tiering.partitions_added([t.name])
+        return int(t.count) - (before.partitions if before is not None else 0)
 
-    return await answer_create_partitions(req, grow)
+    return await answer_create_partitions(req, grow, quota)

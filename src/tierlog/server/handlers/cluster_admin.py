@@ -37,6 +37,8 @@ from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.replication.manager import ReplicaManager
+from tierlog.server.handlers.admin_topics import now_ms
+from tierlog.server.quotas.mutation import MutationQuota
 from tierlog.server.state import BrokerState
 
 _NIL = uuid.UUID(int=0)
@@ -234,7 +236,7 @@ async def handle_list_partition_reassignments(state: BrokerState, req: Request) 
 
 
 # ---- DeleteTopics ---------------------------------------------------------------------------
-async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
+async def handle_delete_topics(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
     body, version = req.body, req.header.api_version
     if version >= 6:
         targets = [(t.name, t.topic_id) for t in body.topics]
@@ -273,10 +275,12 @@ async def handle_delete_topics(state: BrokerState, req: Request) -> Any:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             if assignment.topic_id is not None:
                 entry["topic_id"] = topic_id_from_base64(assignment.topic_id)
+            quota.check(now_ms())
             try:
                 await asyncio.to_thread(request_deletion, writer, name)
             except ControllerMovedError as e:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, str(e)) from None
+            quota.record(len(assignment.partitions), now_ms())
             queued.append(name)
             entry["error_code"] = ErrorCode.NONE
         except KafkaError as e:

@@ -19,11 +19,13 @@ from tierlog.protocol.codec import Request
 from tierlog.protocol.errors import ErrorCode, KafkaError
 from tierlog.server.handlers.admin_topics import answer_create_partitions
 from tierlog.server.handlers.cluster_admin import require_controller
+from tierlog.server.quotas.mutation import MutationQuota
 from tierlog.server.state import BrokerState
 from tierlog.server.topics import MAX_PARTITIONS
 
 
-async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: float) -> None:
+async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: float) -> int:
+    """Grow the topic through the controller; how many partitions were added."""
     repl, view, writer = require_controller(state)
     if t.name in view.deleting_topics():
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
@@ -34,7 +36,7 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
         None if t.assignments is None else [[int(b) for b in a.broker_ids] for a in t.assignments]
     )
     try:
-        await asyncio.to_thread(
+        added = await asyncio.to_thread(
             add_partitions,
             writer,
             t.name,
@@ -46,18 +48,19 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
     except ControllerMovedError as e:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, str(e)) from None
     if validate_only or timeout_s <= 0:
-        return
+        return len(added)
     if not await repl.wait_partitions(t.name, int(t.count), timeout_s):
         raise KafkaError(
             ErrorCode.REQUEST_TIMED_OUT,
             f"The partitions of {t.name} were added, but not all have a leader yet.",
         )
+    return len(added)
 
 
-async def handle_create_partitions(state: BrokerState, req: Request) -> Any:
+async def handle_create_partitions(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
     timeout_s = max(req.body.timeout.total_seconds(), 0.0)
 
-    async def grow(t: Any, validate_only: bool) -> None:
-        await _create(state, t, validate_only, timeout_s)
+    async def grow(t: Any, validate_only: bool) -> int:
+        return await _create(state, t, validate_only, timeout_s)
 
-    return await answer_create_partitions(req, grow)
+    return await answer_create_partitions(req, grow, quota)

@@ -25,7 +25,9 @@ from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import Request, response_schema
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.server.handlers.admin_topics import now_ms
 from tierlog.server.handlers.cluster_admin import require_controller
+from tierlog.server.quotas.mutation import MutationQuota
 from tierlog.server.state import BrokerState
 
 _NIL = uuid.UUID(int=0)
@@ -85,7 +87,7 @@ async def _create(state: BrokerState, t: Any, validate_only: bool, timeout_s: fl
     return info, rf
 
 
-async def handle_create_topics(state: BrokerState, req: Request) -> Any:
+async def handle_create_topics(state: BrokerState, req: Request, quota: MutationQuota) -> Any:
     body = req.body
     timeout_s = max(body.timeout.total_seconds(), 0.0)
     results: list[dict[str, Any]] = []
@@ -95,7 +97,11 @@ async def handle_create_topics(state: BrokerState, req: Request) -> Any:
         try:
             if names.count(t.name) > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name in the request.")
+            if not body.validate_only:
+                quota.check(now_ms())
             info, rf = await _create(state, t, body.validate_only, timeout_s)
+            if not body.validate_only:
+                quota.record(info.partitions, now_ms())
             entry.update(
                 error_code=0,
                 error_message=None,

@@ -43,11 +43,13 @@ class QuotaKind(enum.Enum):
     PRODUCE = "producer_byte_rate"
     FETCH = "consumer_byte_rate"
     REQUEST = "request_percentage"
+    CONTROLLER_MUTATION = "controller_mutation_rate"
 
     @property
     def label(self) -> str:
-        """Kafka's quota type name (``Produce``, ``Fetch``, ``Request``), for metrics."""
-        return self.name.capitalize()
+        """Kafka's quota type name (``Produce``, ``Fetch``, ``Request``,
+        ``ControllerMutation``), for metrics."""
+        return "".join(word.capitalize() for word in self.name.split("_"))
 
 
 class ValueType(enum.Enum):
@@ -56,7 +58,6 @@ class ValueType(enum.Enum):
     DOUBLE = "DOUBLE"
 
 
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 
 #: The keys a user or client-id entity takes, with their types (Kafka's ``QuotaConfigs``).
@@ -64,13 +65,10 @@ USER_CLIENT_KEYS: dict[str, ValueType] = {
     QuotaKind.PRODUCE.value: ValueType.LONG,
     QuotaKind.FETCH.value: ValueType.LONG,
     QuotaKind.REQUEST.value: ValueType.DOUBLE,
-    CONTROLLER_MUTATION_RATE: ValueType.DOUBLE,
+    QuotaKind.CONTROLLER_MUTATION.value: ValueType.DOUBLE,
 }
 #: The keys an ip entity takes.
 IP_KEYS: dict[str, ValueType] = {CONNECTION_CREATION_RATE: ValueType.INT}
-
-NOT_ENFORCED = frozenset({CONTROLLER_MUTATION_RATE})
-"""Keys tierlog refuses to set: valid in Kafka, but nothing here would enforce them."""
 
 
 class InvalidQuotaRequest(ValueError):
@@ -176,14 +174,10 @@ def checked_value(key: str, value: float, keys: dict[str, ValueType]) -> str:
     Kafka's checks: an unknown key, and a whole-number key given a fraction, are
     INVALID_REQUEST. Beyond Kafka (which stores them and then throttles every request
     without end, or divides by zero), a value that is not a positive finite number is
-    refused too, and so are the keys nothing here enforces."""
+    refused too."""
     vtype = keys.get(key)
     if vtype is None:
         raise InvalidQuotaRequest(f"Invalid configuration key {key}")
-    if key in NOT_ENFORCED:
-        raise InvalidQuotaRequest(
-            f"{key} is not supported by tierlog: it has no controller mutation quota"
-        )
     if not math.isfinite(value) or value <= 0:
         raise InvalidQuotaRequest(f"Configuration {key} must be a positive number, not {value}")
     if vtype is ValueType.DOUBLE:

@@ -30,6 +30,7 @@ from tierlog.server.quotas.entities import (
     precedence,
     sanitize,
 )
+from tierlog.server.quotas.mutation import UNBOUNDED, MutationQuota, TokenBucket
 from tierlog.server.quotas.rate import WindowedRate
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,18 @@ class QuotaCounters:
 
 class ClientQuotas:
     def __init__(
-        self, num_samples: int, window_s: int, counters: QuotaCounters | None = None
+        self,
+        num_samples: int,
+        window_s: int,
+        counters: QuotaCounters | None = None,
+        controller_window: tuple[int, int] = (11, 1),
     ) -> None:
+        """``controller_window``: ``controller.quota.window.num`` and ``.size.seconds``,
+        whose product is the burst of a ``controller_mutation_rate`` bucket in seconds."""
         self.num_samples = num_samples
         self.window_ms = window_s * 1000
+        self._burst_s = float(controller_window[0] * controller_window[1])
+        self._buckets: dict[tuple[QuotaKind, str, str], TokenBucket] = {}
         self._counters = counters
         self._configs: dict[str, dict[str, str]] = {}
         self._bounds: dict[str, dict[QuotaKind, float]] = {}
@@ -184,6 +193,33 @@ class ClientQuotas:
         if bound is None:
             return None
         return int(min(bound * (self.num_samples - 1) * self.window_ms / 1000, 2**31 - 1))
+
+    def mutation_quota(
+        self, user: str, client_id: str, strict: bool, now_ms: float
+    ) -> MutationQuota:
+        """KIP-599: the request's hold on its client's ``controller_mutation_rate`` bucket
+        (strict for the versions that know THROTTLING_QUOTA_EXCEEDED), or the unbounded
+        quota when none applies. A bucket is made full on first use and kept per measured
+        level, as the rates are; a changed bound starts a new full bucket."""
+        kind = QuotaKind.CONTROLLER_MUTATION
+        if kind not in self._enabled:
+            return UNBOUNDED
+        resolved = self._resolve(kind, user, client_id)
+        if resolved is None:
+            return UNBOUNDED
+        bucket = self._buckets.get(resolved.rate_key)
+        if bucket is None or bucket.rate != resolved.bound:
+            if len(self._buckets) >= _PRUNE_EVERY:
+                self._prune_buckets(now_ms)
+            bucket = TokenBucket(resolved.bound, self._burst_s, now_ms)
+            self._buckets[resolved.rate_key] = bucket
+        return MutationQuota(bucket, strict)
+
+    def _prune_buckets(self, now_ms: float) -> None:
+        """Drop the buckets that have been full for a while: a new one starts full too."""
+        for key, bucket in list(self._buckets.items()):
+            if now_ms - bucket.last_ms >= self._burst_s * 1000 and bucket.tokens(now_ms) >= 0:
+                del self._buckets[key]
 
     def connection_throttle_ms(self, ip: str, now_ms: float) -> int:
         """KIP-612: count a new connection from ``ip`` (canonical text) against its
