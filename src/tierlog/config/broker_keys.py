@@ -641,8 +641,9 @@ BROKER_KEYS.add(
         "queued.max.request.bytes",
         LONG,
         -1,
-        "Bytes of queued requests before reading stops; -1 = no limit.",
-        no_effect=True,
+        "Bytes of requests read but not yet handled, across all connections, before the "
+        "broker stops reading requests until handlers have taken some (-1: no limit); when "
+        "set, at least socket.request.max.bytes. The count is tierlog_queued_request_bytes.",
     ),
     K(
         "background.threads",

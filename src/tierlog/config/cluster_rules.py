@@ -10,6 +10,9 @@
   follower waiting in a fetch longer than the lag allowance would drop out of the ISR while
   idle).
 * Replication factors above 1 need a cluster: a single node cannot place two replicas.
+* ``queued.max.request.bytes``, when bounded (> 0), at least ``socket.request.max.bytes``:
+  a request as large as the broker accepts must fit in it (this one holds on a single node
+  too).
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ def apply_cluster_rules(values: dict[str, Any], explicit: Set[str]) -> None:
             "replica.fetch.wait.max.ms",
             "should always be less than or equal to replica.lag.time.max.ms to prevent "
             "frequent changes in ISR",
+        )
+    queued = values["queued.max.request.bytes"]
+    if 0 < queued < values["socket.request.max.bytes"]:
+        raise ConfigError(
+            "queued.max.request.bytes",
+            f"{queued} is below socket.request.max.bytes ({values['socket.request.max.bytes']}): "
+            "the largest request the broker accepts would never fit",
         )
     if values["zookeeper.connect"] is None and values["default.replication.factor"] != 1:
         raise ConfigError(

@@ -51,6 +51,7 @@ from tierlog.server.quotas.manager import ClientQuotas, QuotaCounters
 from tierlog.server.quotas.store import LocalQuotaStore, ZooKeeperQuotaStore
 from tierlog.server.replication_quota_metrics import ReplicationQuotaCollector
 from tierlog.server.reply_writer import ReplyWriter
+from tierlog.server.request_memory import QueuedRequestBytes
 from tierlog.server.router import Router
 from tierlog.server.state import BrokerState
 from tierlog.server.tiering import Tiering
@@ -94,6 +95,34 @@ class Broker:
         self.bound: tuple[str, int] | None = None
         self.metrics_port: int | None = None
         self.cluster: ClusterMode | None = None
+
+    async def _listen(
+        self, cfg: BrokerConfig, router: Router, limits: ConnectionLimits
+    ) -> tuple[str, int]:
+        """Open the listener; its connections share the reply writer, the connection limits
+        and the count of queued request bytes (``queued.max.request.bytes``)."""
+        listener = cfg.listeners[0]
+        host = listener.host or "0.0.0.0"
+        writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
+        queued = QueuedRequestBytes(int(cfg.get("queued.max.request.bytes")))
+        self.metrics.queued_request_bytes.set_function(lambda: queued.used)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(
+                router.handle,
+                cfg.socket_request_max_bytes,
+                self._connections,
+                writer,
+                limits,
+                queued,
+            ),
+            host,
+            listener.port,
+            reuse_address=True,
+            backlog=int(cfg.get("socket.listen.backlog.size")),
+        )
+        sock = self._server.sockets[0]
+        self.bound = (host, int(sock.getsockname()[1]))
+        return self.bound
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -149,23 +178,9 @@ class Broker:
             local_quotas = LocalQuotaStore(quotas, state_dir)
             await local_quotas.start()
 
-        listener = cfg.listeners[0]
-        host = listener.host or "0.0.0.0"
         router = Router(self.metrics, quotas)
-        writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(
-                router.handle, cfg.socket_request_max_bytes, self._connections, writer, limits
-            ),
-            host,
-            listener.port,
-            reuse_address=True,
-            backlog=int(cfg.get("socket.listen.backlog.size")),
-        )
-        sock = self._server.sockets[0]
-        self.bound = (host, int(sock.getsockname()[1]))
-        advertised = self._advertised(self.bound[1])
+        bound = await self._listen(cfg, router, limits)
+        advertised = self._advertised(bound[1])
         replication = replication_for(cfg, topics, logs, purgatory.notify)
         state = BrokerState(
             config=cfg,
@@ -192,7 +207,7 @@ class Broker:
         log.info(
             "tierlog broker %d serving %s:%d (cluster %s)",
             cfg.node_id,
-            *self.bound,
+            *bound,
             cluster_id,
         )
 

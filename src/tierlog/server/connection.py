@@ -40,6 +40,7 @@ from tierlog.protocol.framing import FrameError, FrameSplitter
 from tierlog.server.connection_limits import ConnectionLimits
 from tierlog.server.quotas.loop_time import LoopTimer
 from tierlog.server.reply_writer import IoProgress, ReplyWriter, sendfile_socket
+from tierlog.server.request_memory import UNBOUNDED, QueuedRequestBytes
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class KafkaConnection(asyncio.Protocol):
         registry: set[KafkaConnection],
         writer: ReplyWriter,
         limits: ConnectionLimits | None = None,
+        queued_bytes: QueuedRequestBytes = UNBOUNDED,
     ) -> None:
         self._handler = handler
         self._writer = writer
@@ -119,7 +121,9 @@ class KafkaConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._writable = asyncio.Event()
         self._writable.set()
-        self._reading_paused = False
+        self._paused_for: set[str] = set()
+        """Why reading is paused: a full queue, a quota's mute, the broker's queued bytes."""
+        self._queued_bytes = queued_bytes
         self._registry = registry
         self._info = ConnectionInfo("?")
         self._closing = False
@@ -190,16 +194,20 @@ class KafkaConnection(asyncio.Protocol):
         if not frames:
             return
         self._queue.extend(frames)
-        if len(self._queue) >= _MAX_QUEUED_FRAMES and not self._reading_paused:
-            assert self._transport is not None
-            self._transport.pause_reading()
-            self._reading_paused = True
+        if len(self._queue) >= _MAX_QUEUED_FRAMES:
+            self._pause("queue")
+        if self._queued_bytes.add(sum(len(f) for f in frames)):
+            self._pause("memory")
+            self._queued_bytes.wait(self, self._memory_available)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._drain())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._registry.discard(self)
+        self._queued_bytes.forget(self)
+        self._queued_bytes.remove(sum(len(f) for f in self._queue))
+        self._queue.clear()
         if self._limits is not None and self._admitted_from is not None:
             self._limits.release(self._admitted_from)
             self._admitted_from = None
@@ -226,9 +234,9 @@ class KafkaConnection(asyncio.Protocol):
                 if self._closing:
                     return
             frame = self._queue.popleft()
-            if self._reading_paused and len(self._queue) < _MAX_QUEUED_FRAMES // 2:
-                self._reading_paused = False
-                transport.resume_reading()
+            self._queued_bytes.remove(len(frame))
+            if len(self._queue) < _MAX_QUEUED_FRAMES // 2:
+                self._resume("queue")
             self._handling = True
             self._info.throttle_ms = 0
             try:
@@ -270,15 +278,28 @@ class KafkaConnection(asyncio.Protocol):
         assert transport is not None
         loop = asyncio.get_running_loop()
         self._muted = True
-        if not self._reading_paused:
-            transport.pause_reading()
+        self._pause("mute")
         try:
             await asyncio.sleep(max(until - loop.time(), 0.0))
         finally:
             self._muted = False
             self._progress.at = loop.time()
-            if not self._reading_paused and not self._closing:
-                transport.resume_reading()
+            self._resume("mute")
+
+    def _pause(self, reason: str) -> None:
+        if not self._paused_for and self._transport is not None:
+            self._transport.pause_reading()
+        self._paused_for.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason not in self._paused_for:
+            return
+        self._paused_for.discard(reason)
+        if not self._paused_for and not self._closing and self._transport is not None:
+            self._transport.resume_reading()
+
+    def _memory_available(self) -> None:
+        self._resume("memory")
 
     def abort(self) -> None:
         self._closing = True

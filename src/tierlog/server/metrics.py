@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -90,6 +97,13 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "max_connections_per_ip (max.connections.per.ip and its overrides), max_connections, "
         "connection_creation_rate (the ip entity's client quota; closed after its "
         "throttle time), or max_connection_creation_rate (set to 0: no new connection).",
+    ),
+    MetricDoc(
+        "tierlog_queued_request_bytes",
+        "gauge",
+        "",
+        "Bytes of requests read but not yet handled, across all connections (bounded by "
+        "queued.max.request.bytes when set; counted only then).",
     ),
     MetricDoc(
         "tierlog_connection_accept_throttle_seconds_total",
@@ -362,6 +376,11 @@ class BrokerMetrics:
             "tierlog_connections_refused",
             "Connections closed right after the accept because a limit was reached.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.queued_request_bytes = Gauge(
+            "tierlog_queued_request_bytes",
+            "Bytes of requests read but not yet handled, across all connections.",
             registry=self.registry,
         )
         self.connection_accept_throttle_seconds = Counter(
