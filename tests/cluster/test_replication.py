@@ -24,8 +24,10 @@ from tests.helpers import cluster as c
 from tests.helpers import cluster as cluster_helpers
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tierlog.client import WireConnection
 from tierlog.cluster import paths
 from tierlog.cluster.znodes import PartitionState
+from tierlog.protocol.api_keys import ApiKey
 
 SESSION_TIMEOUT_MS = cluster_helpers.SESSION_TIMEOUT_MS
 TOPIC = "replicated"
@@ -139,6 +141,41 @@ class Recorder:
         assert self.producer.flush(timeout_s) == 0, "undelivered messages"
 
 
+def _replica_fetch(
+    conn: WireConnection,
+    topic: str,
+    replica: int,
+    leader_epoch: int,
+    offset: int,
+    last_fetched_epoch: int = -1,
+) -> Any:
+    """One Fetch v12 of partition 0 as follower ``replica``, answered at once; the
+    partition's answer."""
+    r = conn.call(
+        ApiKey.FETCH,
+        12,
+        replica_id=replica,
+        max_wait=0,
+        min_bytes=0,
+        topics=[
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": last_fetched_epoch,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        forgotten_topics_data=[],
+    )
+    return r.responses[0].partitions[0]
+
+
 def _consume_all(bootstrap: str, expected: int, timeout_s: float = 60) -> list[tuple[int, bytes]]:
     return [(o, v) for _, o, v in c.read_records(bootstrap, TOPIC, [0], expected, timeout_s)]
 
@@ -211,8 +248,6 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(
 
 def _produce(bootstrap: str, acks: int, value: bytes, timeout_ms: int = 5000) -> int:
     """One Produce over the wire; returns the partition's error code."""
-    from tierlog.client import WireConnection
-    from tierlog.protocol.api_keys import ApiKey
     from tierlog.protocol.records import SimpleRecord, build_batch
 
     with WireConnection.to_bootstrap(bootstrap) as conn:
@@ -326,8 +361,6 @@ def test_leader_rules_on_the_wire(
     """NOT_LEADER_OR_FOLLOWER off the leader; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH by
     ``current_leader_epoch`` on Fetch, ListOffsets and OffsetForLeaderEpoch (KIP-320), and
     OffsetForLeaderEpoch answered from the epoch cache."""
-    from tierlog.client import WireConnection
-    from tierlog.protocol.api_keys import ApiKey
 
     first = _state(kazoo_client)
     assert first is not None
@@ -418,8 +451,6 @@ def test_a_diverged_follower_fetch_gets_the_diverging_epoch(
     ``last_fetched_epoch`` ends before its fetch offset gets no records and
     ``diverging_epoch`` = (that epoch, where it ends here); one whose epoch the leader cannot
     place gets OFFSET_OUT_OF_RANGE; one that has not diverged reads on."""
-    from tierlog.client import WireConnection
-    from tierlog.protocol.api_keys import ApiKey
     from tierlog.protocol.errors import ErrorCode
 
     state = _state(kazoo_client)
@@ -431,29 +462,7 @@ def test_a_diverged_follower_fetch_gets_the_diverging_epoch(
 
     def fetch(last_fetched_epoch: int, offset: int) -> Any:
         with WireConnection.to_bootstrap(cluster[state.leader].bootstrap) as conn:
-            r = conn.call(
-                ApiKey.FETCH,
-                12,
-                replica_id=follower,
-                max_wait=0,
-                min_bytes=1,
-                topics=[
-                    {
-                        "topic": TOPIC,
-                        "partitions": [
-                            {
-                                "partition": 0,
-                                "current_leader_epoch": epoch,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": last_fetched_epoch,
-                                "partition_max_bytes": 1 << 20,
-                            }
-                        ],
-                    }
-                ],
-                forgotten_topics_data=[],
-            )
-        return r.responses[0].partitions[0]
+            return _replica_fetch(conn, TOPIC, follower, epoch, offset, last_fetched_epoch)
 
     diverged = fetch(epoch, 10)
     assert int(diverged.error_code) == 0 and not diverged.records
@@ -475,8 +484,6 @@ def test_not_leader_answer_names_the_current_leader(
     NOT_LEADER_OR_FOLLOWER with the leader's id and epoch in ``current_leader`` and its
     endpoint in ``node_endpoints``, so the client skips a Metadata round trip; older
     versions get the bare error."""
-    from tierlog.client import WireConnection
-    from tierlog.protocol.api_keys import ApiKey
     from tierlog.protocol.records import SimpleRecord, build_batch
 
     state = _state(kazoo_client)
@@ -545,8 +552,6 @@ def test_a_follower_behind_the_leaders_log_start_restarts_there(
     """F-11: the leader's log start moved past a stopped follower's LEO (DeleteRecords);
     back, the follower gets OFFSET_OUT_OF_RANGE, restarts its log at the leader's log start
     and rejoins the ISR."""
-    from tierlog.client import WireConnection
-    from tierlog.protocol.api_keys import ApiKey
 
     state = _state(kazoo_client)
     assert state is not None
@@ -721,10 +726,8 @@ def test_a_caught_up_follower_outside_the_isr_holds_the_hw_until_it_rejoins(
     own LEO would never see this follower's LEO reach the HW, so the follower could never
     rejoin; Kafka's maybeIncrementLeaderHW holds the HW at a caught-up follower's LEO, and it
     rejoins on its next fetch."""
-    from tierlog.client import WireConnection
     from tierlog.cluster.znodes import BrokerRegistration
     from tierlog.config import Endpoint
-    from tierlog.protocol.api_keys import ApiKey
 
     fake = 99
     kazoo_client.create(
@@ -780,29 +783,8 @@ def test_a_caught_up_follower_outside_the_isr_holds_the_hw_until_it_rejoins(
         assert r.responses[0].partition_responses[0].error_code == 0
 
     def fetch(conn: WireConnection, offset: int) -> tuple[int, int]:
-        """A fetch as follower 99 at ``offset``; the leader's (HW, LEO-bound) answer."""
-        r = conn.call(
-            ApiKey.FETCH,
-            12,
-            replica_id=fake,
-            max_wait=0,
-            min_bytes=0,
-            topics=[
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": state.leader_epoch,
-                            "fetch_offset": offset,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            forgotten_topics_data=[],
-        )
-        p = r.responses[0].partitions[0]
+        """A fetch as follower 99 at ``offset``; the leader's (HW, LSO) answer."""
+        p = _replica_fetch(conn, topic, fake, state.leader_epoch, offset)
         assert p.error_code == 0
         return int(p.high_watermark), int(p.last_stable_offset)
 
@@ -833,10 +815,8 @@ def test_create_topics_goes_through_the_controller(
 ) -> None:
     """Z-13: only the controller creates (NOT_CONTROLLER elsewhere), with an explicit
     replica_assignment kept as given; an invalid config is refused."""
-    from tierlog.client import WireConnection
     from tierlog.cluster.election import read_controller
     from tierlog.cluster.znodes import TopicAssignment
-    from tierlog.protocol.api_keys import ApiKey
 
     brokers = _start_cluster(broker_factory, zk_connect, kazoo_client)
     controller = read_controller(kazoo_client)

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tierlog.protocol.records import iter_records, scan_batches
+from tierlog.protocol.api_keys import ApiKey
+from tierlog.protocol.builder import mk
+from tierlog.protocol.codec import encode_request, request_schema
+from tierlog.protocol.records import SimpleRecord, build_batch, iter_records, scan_batches
 
 __all__ = [
     "EARLIEST",
@@ -21,6 +25,7 @@ __all__ = [
     "fetch_partition",
     "frame",
     "offsets_and_values",
+    "produce_request",
     "raw_connection",
     "recv_exact",
     "recv_frame",
@@ -122,3 +127,19 @@ def offsets_and_values(records: bytes) -> list[tuple[int, bytes | None]]:
         for h in scan_batches(records)
         for r in iter_records(records[h.position : h.end])
     ]
+
+
+def produce_request(topic: str, value_bytes: int, correlation_id: int, client_id: str) -> bytes:
+    """A whole Produce v9 request (size prefix included) of one record of ``value_bytes`` to
+    partition 0 of ``topic``, acks=1: to send raw, pipelined or on a muted connection."""
+    records = build_batch([SimpleRecord(b"v" * value_bytes)], timestamp=int(time.time() * 1000))
+    schema = request_schema(ApiKey.PRODUCE, 9)
+    assert schema is not None
+    body = mk(
+        schema,
+        transactional_id=None,
+        acks=1,
+        timeout=10_000,
+        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    )
+    return encode_request(ApiKey.PRODUCE, 9, correlation_id, client_id, body)

@@ -24,12 +24,11 @@ import kafka
 from tests.helpers import client_quotas as cq
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import holds_for, wait_until
-from tests.helpers.wire import connection_closed, raw_connection, recv_frame
+from tests.helpers.wire import connection_closed, produce_request, raw_connection, recv_frame
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import decode_response, encode_request, request_schema
-from tierlog.protocol.records import SimpleRecord, build_batch
 
 Factory = Callable[..., BrokerProcess]
 
@@ -43,20 +42,6 @@ THROTTLED = "tierlog_client_quota_throttled_responses_total"
 def _topic(b: BrokerProcess, name: str) -> None:
     with WireConnection(*b.host_port) as conn:
         assert conn.create_topic(name, 1)[0] == 0
-
-
-def _produce_frame(topic: str, value_bytes: int, correlation_id: int, client_id: str) -> bytes:
-    records = build_batch([SimpleRecord(b"v" * value_bytes)], timestamp=int(time.time() * 1000))
-    schema = request_schema(ApiKey.PRODUCE, 9)
-    assert schema is not None
-    body = mk(
-        schema,
-        transactional_id=None,
-        acks=1,
-        timeout=10_000,
-        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
-    )
-    return encode_request(ApiKey.PRODUCE, 9, correlation_id, client_id, body)
 
 
 def _produce_all(
@@ -294,7 +279,7 @@ def test_a_muted_connection_reads_nothing_and_is_not_idle(broker_factory: Factor
     assert cq.alter(b.bootstrap, {"client-id": "muted"}, {"producer_byte_rate": rate}) == (0, None)
     sock = raw_connection(b.host_port)
     try:
-        sock.sendall(_produce_frame("mute", 4 * rate, 1, "muted"))
+        sock.sendall(produce_request("mute", 4 * rate, 1, "muted"))
         answered = time.monotonic()
         _, produced = decode_response(ApiKey.PRODUCE, 9, recv_frame(sock))
         throttle_s = produced.throttle_time.total_seconds()

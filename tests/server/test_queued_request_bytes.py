@@ -16,12 +16,11 @@ from pathlib import Path
 
 from tests.helpers.broker import BrokerProcess, serve_to_exit
 from tests.helpers.poll import wait_until
-from tests.helpers.wire import frame, raw_connection, recv_frame
+from tests.helpers.wire import frame, produce_request, raw_connection, recv_frame
 from tierlog.client import WireConnection
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.builder import mk
 from tierlog.protocol.codec import encode_request, request_schema
-from tierlog.protocol.records import SimpleRecord, build_batch
 from tierlog.server.request_memory import QueuedRequestBytes
 
 MIB = 1 << 20
@@ -52,20 +51,6 @@ def test_a_bound_below_the_largest_request_stops_the_start(tmp_path: Path) -> No
     )
     assert done.returncode != 0
     assert "queued.max.request.bytes" in done.stderr
-
-
-def _produce(topic: str, value_bytes: int, correlation_id: int) -> bytes:
-    records = build_batch([SimpleRecord(b"v" * value_bytes)], timestamp=int(time.time() * 1000))
-    schema = request_schema(ApiKey.PRODUCE, 9)
-    assert schema is not None
-    body = mk(
-        schema,
-        transactional_id=None,
-        acks=1,
-        timeout=10_000,
-        topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
-    )
-    return encode_request(ApiKey.PRODUCE, 9, correlation_id, "loader", body)
 
 
 def _long_poll(topic: str, wait_ms: int) -> bytes:
@@ -108,7 +93,7 @@ def test_a_full_queue_stops_other_connections_until_it_drains(
         loader.sendall(_long_poll("empty", wait_ms))
         polled_at = time.monotonic()
         for i in range(3):
-            loader.sendall(_produce("sink", 400_000, 10 + i))
+            loader.sendall(produce_request("sink", 400_000, 10 + i, "loader"))
         wait_until(
             lambda: b.metric("tierlog_queued_request_bytes") > MIB,
             timeout_s=wait_ms / 2000,
