@@ -86,3 +86,59 @@ def test_a_quota_set_through_one_broker_is_enforced_by_the_other(
     data, _ = kazoo_client.get("/config/clients/limited")
     assert json.loads(data) == {"version": 1, "config": {}}
     wait_until(lambda: not _throttled(second, "metered", "limited"), 10, what="the quota lifted")
+
+
+def test_the_controller_holds_topic_creation_to_a_controller_mutation_rate(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """KIP-599 in a cluster: a default ``controller_mutation_rate`` set through one broker is
+    enforced by the controller, where CreateTopics and DeleteTopics are served. Each client id
+    has a bucket of its own (2 partitions at 1 per second): a strict CreateTopics (v7) whose
+    first topic takes the bucket to -8 has its second refused, and so has the same client's
+    DeleteTopics (v6) on another connection."""
+    from tierlog.client import WireConnection
+    from tierlog.protocol.api_keys import ApiKey
+
+    window = {"controller.quota.window.num": "2", "controller.quota.window.size.seconds": "1"}
+    brokers = c.start_cluster(broker_factory, zk_connect, kazoo_client, n=2, extra=window)
+    controller = brokers[c.controller_of(kazoo_client)]
+    other = next(b for b in brokers.values() if b is not controller)
+    assert cq.alter(other.bootstrap, {"client-id": None}, {"controller_mutation_rate": 1}) == (
+        0,
+        None,
+    )
+    probes = iter(range(1000))
+
+    def refused_once_spent() -> str | None:
+        """A new client's request; its id once the controller refused the second topic."""
+        client = f"admin-{next(probes)}"
+        with WireConnection(*controller.host_port, client_id=client) as conn:
+            r = conn.call(
+                ApiKey.CREATE_TOPICS,
+                7,
+                topics=[
+                    {
+                        "name": f"{client}-{n}",
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                    for n, partitions in ((0, 10), (1, 1))
+                ],
+                timeout=30_000,
+                validate_only=False,
+            )
+        codes = [int(t.error_code) for t in r.topics]
+        assert codes[0] == 0
+        return client if codes[1] == 89 else None
+
+    client = wait_until(refused_once_spent, 20, what="the controller applying the quota")
+    with WireConnection(*controller.host_port, client_id=client) as conn:
+        r = conn.call(
+            ApiKey.DELETE_TOPICS,
+            6,
+            topics=[{"name": f"{client}-0", "topic_id": None}],
+            timeout=30_000,
+        )
+    assert int(r.responses[0].error_code) == 89
