@@ -1153,7 +1153,8 @@ BROKER_KEYS.add(
 
 #: Cluster mode (ZooKeeper coordination and replication; spec/kafka-replication.md §6). Without
 #: zookeeper.connect the broker is the single node of today and none of these keys matters.
-#: Keys flagged no_effect are read by replication work still to come.
+#: They are read at start; ``num.replica.fetchers``, dynamic in Kafka, is refused by
+#: AlterConfigs with a message saying so.
 #: default.replication.factor, min.insync.replicas, unclean.leader.election.enable and
 #: offsets.topic.replication.factor are defined above; the RLMM's
 #: remote.log.metadata.topic.replication.factor is an RLMM key (under its prefix).
@@ -1194,7 +1195,6 @@ BROKER_KEYS.add(
         30000,
         "A follower that has not caught up with the leader for this long leaves the ISR.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "replica.fetch.max.bytes",
@@ -1202,7 +1202,6 @@ BROKER_KEYS.add(
         1048576,
         "Bytes a follower asks for per partition (a larger first batch is still returned).",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "replica.fetch.response.max.bytes",
@@ -1210,7 +1209,6 @@ BROKER_KEYS.add(
         10485760,
         "Bytes a follower asks for per fetch response.",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "replica.fetch.wait.max.ms",
@@ -1218,7 +1216,6 @@ BROKER_KEYS.add(
         500,
         "Max wait of a follower fetch; at most replica.lag.time.max.ms.",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "replica.fetch.min.bytes",
@@ -1226,7 +1223,6 @@ BROKER_KEYS.add(
         1,
         "Min bytes of a follower fetch response.",
         at_least(1),
-        no_effect=True,
     ),
     K(
         "replica.fetch.backoff.ms",
@@ -1234,15 +1230,13 @@ BROKER_KEYS.add(
         1000,
         "Back-off after a fetch error.",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "num.replica.fetchers",
         INT,
         1,
-        "Fetcher tasks per source broker.",
+        "Fetcher tasks per source broker (a partition's fetcher is chosen by a hash of it).",
         at_least(1),
-        no_effect=True,
         dynamic=AT_START,
     ),
     K(
@@ -1250,7 +1244,6 @@ BROKER_KEYS.add(
         BOOL,
         True,
         "On SIGTERM, move leadership off this broker before it stops.",
-        no_effect=True,
     ),
     K(
         "controlled.shutdown.max.retries",
@@ -1258,7 +1251,6 @@ BROKER_KEYS.add(
         3,
         "Controlled shutdown attempts before stopping anyway.",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "controlled.shutdown.retry.backoff.ms",
@@ -1266,7 +1258,6 @@ BROKER_KEYS.add(
         5000,
         "Back-off between controlled shutdown attempts.",
         at_least(0),
-        no_effect=True,
     ),
     K(
         "auto.leader.rebalance.enable",
