@@ -749,8 +749,9 @@ BROKER_KEYS.add(
         "replica.socket.timeout.ms",
         INT,
         30000,
-        "Socket timeout of follower fetches; at least replica.fetch.wait.max.ms.",
-        no_effect=True,
+        "How long a follower waits for its leader's answer (plus replica.fetch.wait.max.ms "
+        "for a Fetch) before it drops the connection and tries again; at least "
+        "replica.fetch.wait.max.ms.",
     ),
     K(
         "replica.socket.receive.buffer.bytes",

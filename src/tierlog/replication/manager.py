@@ -210,6 +210,7 @@ class ReplicaManager:
             max_bytes=int(config.get("replica.fetch.response.max.bytes")),
             partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
             backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+            request_timeout_s=int(config.get("replica.socket.timeout.ms")) / 1000,
             fetch_last_tiered_offset=bool(config.get("follower.fetch.last.tiered.offset.enable")),
         )
         self._num_fetchers = int(config.get("num.replica.fetchers"))
