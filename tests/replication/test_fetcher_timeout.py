@@ -19,9 +19,12 @@ def test_a_silent_leader_is_dropped_after_the_socket_timeout(tmp_path: Path) -> 
 
     async def run() -> int:
         accepted: list[asyncio.StreamWriter] = []
+        third = asyncio.Event()
 
         async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             accepted.append(writer)  # read nothing, answer nothing
+            if len(accepted) >= 3:
+                third.set()
 
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = int(server.sockets[0].getsockname()[1])
@@ -38,10 +41,10 @@ def test_a_silent_leader_is_dropped_after_the_socket_timeout(tmp_path: Path) -> 
         fetcher.add("t", 0, plog, 0)
         fetcher.start()
         try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 20
-            while len(accepted) < 3 and loop.time() < deadline:
-                await asyncio.sleep(0.05)
+            try:
+                await asyncio.wait_for(third.wait(), 20)
+            except TimeoutError:
+                pass
         finally:
             await fetcher.close()
             for w in accepted:
