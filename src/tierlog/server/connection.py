@@ -196,9 +196,10 @@ class KafkaConnection(asyncio.Protocol):
         self._queue.extend(frames)
         if len(self._queue) >= _MAX_QUEUED_FRAMES:
             self._pause("queue")
-        if self._queued_bytes.add(sum(len(f) for f in frames)):
+        queued = self._queued_bytes
+        if queued.bounded and queued.add(sum(len(f) for f in frames)):
             self._pause("memory")
-            self._queued_bytes.wait(self, self._memory_available)
+            queued.wait(self, self._memory_available)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._drain())
 
