@@ -110,17 +110,21 @@ def test_reading_the_end_of_a_segment_warms_the_first_chunks_of_the_next(
 ) -> None:
     # every segment fits in one 64 KiB chunk, so the plugin's in-segment read-ahead has
     # nothing to load: only the reader's warm() call can put a chunk in the cache early
-    st = stacks([40 * KiB] * 4, {"chunk.size": str(64 * KiB), "encryption.enabled": "false"})
+    st = stacks([40 * KiB] * 8, {"chunk.size": str(64 * KiB), "encryption.enabled": "false"})
     segs = st.remote()
     assert not any(st.first_chunk_cached(md) for md in segs[1:])
+    window = st.rsm.read_ahead_window(TIP)
+    assert window == 128 * KiB  # a new stream's two chunks: three segments and a bit
     records = st.read(0, 1 * MiB)
     assert offsets_of(records) == list(range(segs[0].start_offset, segs[0].end_offset + 1))
     poll(lambda: st.first_chunk_cached(segs[1]), "segment 1 warmed by the read of segment 0")
+    # the window reaches past segment 1: the one after it is asked for too
+    poll(lambda: st.first_chunk_cached(segs[2]), "segment 2 warmed by the read of segment 0")
     # the reader entering segment 1 looks its position up in the indexes: warmed too
     poll(lambda: st.indexes_cached(segs[1]), "segment 1's offset and time indexes warmed")
-    assert not st.first_chunk_cached(segs[2])  # only the next segment, not all of them
-    assert not st.indexes_cached(segs[2])
-    assert st.rsm.chunk_cache.stats.prefetch_loads >= 1
+    assert sum(md.segment_size_in_bytes for md in segs[1:7]) > window
+    assert not st.first_chunk_cached(segs[7])  # beyond the window: not loaded
+    assert st.rsm.chunk_cache.stats.prefetch_loads >= 2
 
     hits = st.rsm.chunk_cache.stats.prefetch_hits
     records = st.read(segs[1].start_offset, 1 * MiB)

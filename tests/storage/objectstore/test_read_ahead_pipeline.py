@@ -245,6 +245,38 @@ def test_a_consumer_that_stops_half_way_leaves_at_most_one_window_unread(tmp_pat
         plugin.close()
 
 
+def test_chunks_found_warmed_do_not_count_as_gets_for_the_window(tmp_path: Path) -> None:
+    """The law's ``L`` is the time of a GET. A stream entering a segment that warming has
+    already cached finds its chunks at once; taken as GETs, those would pull ``L`` towards
+    zero and the window, sized to hide one GET, would collapse just before the reader
+    reaches the chunks it must fetch."""
+    latency = 0.05
+    plugin = adaptive_rsm(tmp_path)
+    try:
+        warmed, warmed_data = upload(plugin, tmp_path, 8, seed=1, tip=TIP)
+        fresh, fresh_data = upload(plugin, tmp_path, 8, seed=2, tip=TIP)
+        store = DelayedBackend(plugin.backend, latency=latency)
+        plugin.backend = store
+        plugin.warm(warmed, 0, warmed.segment_size_in_bytes)
+        wait_until(lambda: len(store.issued) == 8 and store.in_flight == 0, what="warmed")
+
+        stream = plugin.fetch_log_segment(warmed, 0)
+        assert stream.read() == warmed_data
+        stream.close()
+        assert len(store.issued) == 8  # every chunk came from the cache
+        law = plugin._laws[TIP]
+        assert law.get_s is None  # no GET measured, so no latency learned
+
+        stream = plugin.fetch_log_segment(fresh, 0)
+        assert stream.read() == fresh_data
+        wait_until(lambda: store.in_flight == 0, what="read-ahead settled")
+        stream.close()
+        law = plugin._laws[TIP]
+        assert law.get_s is not None and law.get_s >= latency  # the store's GETs, measured
+    finally:
+        plugin.close()
+
+
 def test_sixteen_streams_never_hold_more_than_the_budget(tmp_path: Path) -> None:
     budget_chunks = 12
     plugin = adaptive_rsm(

@@ -43,7 +43,9 @@ from tierlog.storage.objectstore.window import WindowLaw
 from tierlog.tiered.api import SupportsReadView
 
 Chunk = bytes | memoryview
-_Ahead = Future[tuple[Chunk, float]]
+#: A read-ahead chunk and the time of the GET its task made, None when the task made none
+#: (the chunk was cached, or another load of it was already in flight).
+_Ahead = Future[tuple[Chunk, float | None]]
 
 
 class ChunkStream(io.RawIOBase, SupportsReadView):
@@ -54,7 +56,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         end_inclusive: int,
         *,
         load: Callable[[int], Chunk],
-        ahead: Callable[[int], Chunk],
+        ahead: Callable[[int], tuple[Chunk, bool]],
         pool: Executor | None,
         arriving: Callable[[int], Arriving | None] | None = None,
         law: WindowLaw | None,
@@ -359,15 +361,21 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
                 self._account.release(held)
             self._scheduled_to = chunk_id
 
-    def _timed(self, chunk_id: int) -> tuple[Chunk, float]:
+    def _timed(self, chunk_id: int) -> tuple[Chunk, float | None]:
+        """The chunk, and how long its GET took if this task made one. A chunk found in the
+        cache (warmed for the next segment) or joined in flight says nothing about the
+        store's latency: counted as a GET it would pull ``L`` towards zero, and the law,
+        seeing a consumer that needs almost no read-ahead, would shrink the window just as
+        the reader reaches the chunks past the warmed ones."""
         started = self._clock()
-        data = self._ahead(chunk_id)
-        return data, self._clock() - started
+        data, fetched = self._ahead(chunk_id)
+        return data, (self._clock() - started) if fetched else None
 
     def _landed(self, future: _Ahead) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         with self._lock:
-            if self._law is not None:
-                self._law.got(future.result()[1])
+            seconds = future.result()[1]
+            if self._law is not None and seconds is not None:
+                self._law.got(seconds)
             self._fill()

@@ -625,15 +625,22 @@ class ObjectStoreRemoteStorageManager(
             return None
         return arriving
 
-    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
+    def _chunk_ahead(self, seg: OpenSegment, chunk_id: int) -> tuple[bytes | memoryview, bool]:
         """Read-ahead task: the chunk for the stream to keep until its reader gets there,
-        also kept by the chunk cache (if any) for other readers."""
-        if self._caching_chunks:
-            return self.chunk_cache.load_ahead(
-                (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
-            )
-        metrics.PREFETCH_CHUNKS.inc()
-        return self._chunk(seg, chunk_id)
+        also kept by the chunk cache (if any) for other readers; and whether this task
+        fetched it (not found cached or already loading), so its time is a GET's."""
+        if not self._caching_chunks:
+            metrics.PREFETCH_CHUNKS.inc()
+            return self._chunk(seg, chunk_id), True
+        fetched = False
+
+        def load() -> bytes | memoryview:
+            nonlocal fetched
+            fetched = True
+            return self._load_chunk(seg, chunk_id)
+
+        data = self.chunk_cache.load_ahead((seg.cache_id, chunk_id), load)
+        return data, fetched
 
     def _load_chunk(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
         index = seg.manifest.chunk_index

@@ -1,16 +1,23 @@
-"""Carrying a plugin's read-ahead across a segment boundary.
+"""Carrying a plugin's read-ahead across segment boundaries.
 
 A ``SupportsReadAhead`` plugin's read-ahead stops at the end of the segment being read, so a
 catching-up consumer would find the pipeline empty at the start of every segment and wait
 object-store round trips there (manifest, indexes, first chunk). The reader knows which
-segment comes next and continues the plugin's window into it: once a read ends within
-``WARM_LEAD_WINDOWS`` windows of its segment's end, the next segment's manifest and indexes
-are warmed (``length`` 0); once the window reaches past the end, each read asks for the part
-of the next segment it now covers, so the bytes in flight stay one window across the
-boundary instead of dropping to nothing and then doubling. What a read asks for is rounded
-down to an eighth of the window (``_WARM_STEPS``): a consumer takes about 1 MiB per Fetch,
-and a ``warm`` call per Fetch (a thread hand-off, a manifest lookup, a cache check per
-chunk) cost ~0.1 CPU-s per GiB read cold, for chunks the previous call had mostly asked for.
+segments come next and continues the plugin's window into them: a segment whose start lies
+within ``WARM_LEAD_WINDOWS`` windows of where a read ended has its manifest and indexes
+warmed (``length`` 0), and the part of it the window covers is asked for, so the bytes in
+flight stay one window ahead of the reader across every boundary.
+
+The window may reach past more than one segment (a 128 MiB window over 64 MiB segments):
+each segment it covers is asked for in turn. Asking only for the next one would leave the
+one after it unrequested until the reader entered the next, and then ask for all of it at
+once: a burst of GETs that share the store's bandwidth and land together, so the reader
+waits for the first of them at every boundary.
+
+What a read asks for is rounded down to an eighth of the window (``_WARM_STEPS``): a
+consumer takes about 1 MiB per Fetch, and a ``warm`` call per Fetch (a thread hand-off, a
+manifest lookup, a cache check per chunk) cost ~0.1 CPU-s per GiB read cold, for chunks the
+previous call had mostly asked for.
 
 ``warm`` starts with a manifest GET, a round trip the read that triggered it must not wait
 for, so the calls run on a small pool owned here and shut down by ``close``.
@@ -41,14 +48,18 @@ _WARM_THREADS = 4
 #: A read's ask is rounded down to a multiple of the window divided by this.
 _WARM_STEPS = 8
 _WARMED_REMEMBERED = 4096
+#: Segments past the one read that one read looks at, at most (a window over many small
+#: segments would otherwise make every Fetch walk all of them).
+_MAX_SEGMENTS_AHEAD = 16
 
 
 class NextSegmentWarmer:
-    """Warms the segment after the one a read ended in, each byte range once.
+    """Warms the segments after the one a read ended in, each byte range once.
 
-    Remembers, per segment read, how many bytes from the start of the next were asked for
-    (bounded, oldest forgotten first); a failed ``warm`` is forgotten so a later read of
-    the tail tries again. Best effort: nothing here fails or delays a read.
+    Remembers, per segment warmed, how many bytes from its start were asked for, and which
+    segment follows each segment read (both bounded, oldest forgotten first); a failed
+    ``warm`` is forgotten so a later read tries again. Best effort: nothing here fails or
+    delays a read.
     """
 
     def __init__(self, rsm: SupportsReadAhead) -> None:
@@ -56,41 +67,70 @@ class NextSegmentWarmer:
         self._pool = ThreadPoolExecutor(_WARM_THREADS, thread_name_prefix="remote-log-warm")
         self._lock = threading.Lock()
         self._warmed: OrderedDict[uuid.UUID, int] = OrderedDict()
+        self._after: OrderedDict[uuid.UUID, RemoteLogSegmentMetadata] = OrderedDict()
 
     def after_read(
         self,
         tip: TopicIdPartition,
         md: RemoteLogSegmentMetadata,
         end_position: int,
-        next_segment: Callable[[], RemoteLogSegmentMetadata | None],
+        segment_after: Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
     ) -> None:
-        """A read of ``md`` ended at ``end_position``: warm the part of the next segment
-        (found by ``next_segment``, called only when needed) the window now covers."""
+        """A read of ``md`` ended at ``end_position``: warm the part of each following
+        segment (``segment_after`` gives the one after a segment, asked only when needed)
+        the window now covers, and the manifests and indexes of those within the lead."""
         window = self._rsm.read_ahead_window(tip)
         if window <= 0:
             return
-        remaining = md.segment_size_in_bytes - end_position
-        if remaining > WARM_LEAD_WINDOWS * window:
+        lead = WARM_LEAD_WINDOWS * window
+        distance = md.segment_size_in_bytes - end_position  # to the next segment's start
+        if distance > lead:
             return
-        # bytes of the next segment inside the window that starts where this read ended
         step = max(1, window // _WARM_STEPS)
-        wanted = max(0, window - remaining) // step * step
-        key = md.remote_log_segment_id.id
-        asked = self._ask(key, wanted)
-        if asked is None:
-            return
+        current = md
         try:
-            nxt = next_segment()
-            if nxt is None:
-                return
-            start = 0 if asked < 0 else asked
-            self._pool.submit(self._warm, key, nxt, start, wanted - start, tip, md.end_offset)
+            for _ in range(_MAX_SEGMENTS_AHEAD):
+                target = self._next(current, segment_after)
+                if target is None:
+                    return
+                size = target.segment_size_in_bytes
+                # bytes of ``target`` inside the window that starts where this read ended
+                wanted = min(size, max(0, window - distance) // step * step)
+                key = target.remote_log_segment_id.id
+                asked = self._ask(key, wanted)
+                if asked is not None:
+                    start = 0 if asked < 0 else asked
+                    self._pool.submit(self._warm, current, target, start, wanted - start, tip)
+                distance += size
+                if distance > lead:
+                    return
+                current = target
         except Exception as e:
-            log.debug("%s: warming the segment after offset %d failed: %r", tip, md.end_offset, e)
+            log.debug("%s: warming the segments after offset %d failed: %r", tip, md.end_offset, e)
+
+    def _next(
+        self,
+        md: RemoteLogSegmentMetadata,
+        segment_after: Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
+    ) -> RemoteLogSegmentMetadata | None:
+        """The segment after ``md``, remembered once found (a Fetch near a boundary asks
+        for it again and again); None is not remembered, as the next may yet be copied."""
+        key = md.remote_log_segment_id.id
+        with self._lock:
+            nxt = self._after.get(key)
+        if nxt is not None:
+            return nxt
+        nxt = segment_after(md)
+        if nxt is not None:
+            with self._lock:
+                self._after[key] = nxt
+                while len(self._after) > _WARMED_REMEMBERED:
+                    self._after.popitem(last=False)
+        return nxt
 
     def _ask(self, key: uuid.UUID, wanted: int) -> int | None:
-        """Record that ``wanted`` bytes of the segment after segment ``key`` are asked for;
-        the bytes asked before (-1 for none), or None when that already covers ``wanted``."""
+        """Record that ``wanted`` bytes of segment ``key`` are asked for; the bytes asked
+        before (-1 for none), or None when that already covers ``wanted``."""
         with self._lock:
             asked = self._warmed.get(key)
             if asked is not None and wanted <= asked:
@@ -103,19 +143,21 @@ class NextSegmentWarmer:
 
     def _warm(
         self,
-        key: uuid.UUID,
-        nxt: RemoteLogSegmentMetadata,
+        before: RemoteLogSegmentMetadata,
+        target: RemoteLogSegmentMetadata,
         start: int,
         length: int,
         tip: TopicIdPartition,
-        after: int,
     ) -> None:
         try:
-            self._rsm.warm(nxt, start, length)
-        except Exception as e:  # forget it, so a later read of the segment's tail tries again
+            self._rsm.warm(target, start, length)
+        except Exception as e:  # forget it, so a later read of the segment before retries
             with self._lock:
-                self._warmed.pop(key, None)
-            log.debug("%s: warming the segment after offset %d failed: %r", tip, after, e)
+                self._warmed.pop(target.remote_log_segment_id.id, None)
+                self._after.pop(before.remote_log_segment_id.id, None)
+            log.debug(
+                "%s: warming the segment after offset %d failed: %r", tip, before.end_offset, e
+            )
 
     def close(self) -> None:
         """Stop warming: queued calls are dropped, running ones finish on their own."""

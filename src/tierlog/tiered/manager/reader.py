@@ -371,7 +371,7 @@ class RemoteReader:
     def _warm_next(self, spec: RemoteReadSpec, md: RemoteLogSegmentMetadata, end: int) -> None:
         if self._warmer is not None:
             self._warmer.after_read(
-                spec.tip, md, end, lambda: self._segment_for(spec, md.end_offset + 1)
+                spec.tip, md, end, lambda m: self._segment_for(spec, m.end_offset + 1)
             )
 
     def _aborted_txns(
