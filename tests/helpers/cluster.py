@@ -1,7 +1,7 @@
 """Real ``tierlog serve`` brokers on a real ZooKeeper, for the controller's admin tests.
 
 * ``start_cluster(broker_factory, zk_connect, kazoo, n, extra)``: ``n`` brokers (ids 1..n)
-  with short timeouts, returned once all are registered.
+  with short timeouts, returned once all are registered and each lists all in Metadata.
 * ``create_topic(brokers, name, assignment=..., config=...)``: CreateTopics on the controller
   with an explicit replica assignment, waiting until every partition has a leader.
 * ``state(kazoo, topic, p)``, ``state_when(kazoo, topic, holds)``,
@@ -56,7 +56,22 @@ def start_cluster(
         for i in range(1, n + 1)
     }
     wait_until(lambda: sorted(live_brokers(kazoo)) == list(brokers), 20, what="all registered")
+    # each broker learns of the others through a ZooKeeper watch, a moment after they
+    # registered: a CreateTopics it answers before then sees fewer brokers than there are
+    for b in brokers.values():
+        wait_until(partial(knows_all, b, set(brokers)), 20, what=f"all known to {b.bootstrap}")
     return brokers
+
+
+def knows_all(broker: BrokerProcess, ids: set[int]) -> bool:
+    return metadata_brokers(broker) == ids
+
+
+def metadata_brokers(broker: BrokerProcess) -> set[int]:
+    """The broker ids ``broker`` lists in its Metadata response (what clients see)."""
+    with WireConnection.to_bootstrap(broker.bootstrap) as conn:
+        r = conn.call(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False)
+    return {int(b.node_id) for b in r.brokers}
 
 
 def bootstrap(brokers: Mapping[int, BrokerProcess]) -> str:
