@@ -388,6 +388,36 @@ def test_warm_widened_step_by_step_fetches_each_chunk_once(
     assert len(gated.issued) == 8
 
 
+def test_a_stream_takes_warmed_chunks_from_memory_not_the_disk_cache(tmp_path: Path) -> None:
+    """Warming loads the next segment's chunks before its stream exists; the stream gets
+    them as it gets its own read-ahead, from memory, instead of reading back what the disk
+    cache wrote. Their budget is held until then and given back as they are taken."""
+    plugin = adaptive_rsm(tmp_path)
+    try:
+        md, data = upload(plugin, tmp_path, 6, tip=TIP)
+        store = DelayedBackend(plugin.backend, latency=0.0)
+        plugin.backend = store
+        assert plugin.warm(md, 0, md.segment_size_in_bytes) == 6
+        wait_until(lambda: len(store.issued) == 6 and store.in_flight == 0, what="warmed")
+        assert plugin.read_ahead_budget.used == 6 * CHUNK  # held until a stream takes them
+        disk = plugin.chunk_cache._store
+        read_back: list[object] = []
+        materialise = disk.materialise
+
+        def counted(handle: Any) -> Any:
+            read_back.append(handle)
+            return materialise(handle)
+
+        disk.materialise = counted  # type: ignore[method-assign]
+        with plugin.fetch_log_segment(md, 0) as stream:
+            assert stream.read() == data
+        assert read_back == []  # nothing read back from the disk cache
+        assert len(store.issued) == 6  # nor fetched again
+        assert plugin.read_ahead_budget.used == 0
+    finally:
+        plugin.close()
+
+
 def test_warm_with_no_length_beyond_zero_loads_only_manifest_and_indexes(
     rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
 ) -> None:

@@ -13,9 +13,10 @@ count among the active streams, and when an active stream finds the budget full,
 stream's holding is taken back (``Account.on_reclaim`` drops its loaded chunks).
 
 Loads that are no stream's (``warm``) take from the budget through an account opened with
-``open_in_flight``: it holds only GETs in flight, which nobody can drop, so it is never
-reclaimed, and as it has no reader it never counts among the active streams (a stream is not
-cut to half the budget because the plugin could warm).
+``open_in_flight``: it holds their GETs in flight and the chunks landed for a stream not
+yet open (``warmed.WarmedChunks`` gives them back as streams take them, or after the idle
+timeout), so it is never reclaimed here, and as it has no reader it never counts among the
+active streams (a stream is not cut to half the budget because the plugin could warm).
 
 ``try_acquire`` never blocks: read-ahead that does not fit is simply not issued now (the
 stream tries again as its reader advances). The budget is owned by the plugin and closed
@@ -91,8 +92,9 @@ class ReadAheadBudget:
         return self._open(Account(self, on_reclaim, self._clock()))
 
     def open_in_flight(self) -> Account:
-        """An account for loads that hold the budget only while their GETs are in flight
-        (``warm``): no stream, so never counted for the fair share nor reclaimed."""
+        """An account for loads that are no stream's (``warm``): their GETs in flight and
+        their chunks until a stream takes them; no stream, so never counted for the fair
+        share nor reclaimed."""
         return self._open(Account(self, lambda: None, self._clock(), stream=False))
 
     def _open(self, account: Account) -> Account:

@@ -79,6 +79,7 @@ from tierlog.storage.objectstore.transform import (
     decrypt,
 )
 from tierlog.storage.objectstore.upload import SegmentUploader
+from tierlog.storage.objectstore.warmed import WarmedChunks
 from tierlog.storage.objectstore.window import INITIAL_AHEAD, WindowLaw
 from tierlog.tiered.api import (
     CustomMetadata,
@@ -163,6 +164,9 @@ class ObjectStoreRemoteStorageManager(
             idle_s=cfg.fetch_chunk_cache_prefetch_idle_timeout_ms / 1000,
         )
         self._warm_account = self.read_ahead_budget.open_in_flight()
+        self._warmed = WarmedChunks(
+            self._warm_account, idle_s=cfg.fetch_chunk_cache_prefetch_idle_timeout_ms / 1000
+        )
         self._laws: OrderedDict[TopicIdPartition, WindowLaw] = OrderedDict()
         self._laws_lock = threading.Lock()
         budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
@@ -269,6 +273,7 @@ class ObjectStoreRemoteStorageManager(
                 return
             self._closed = True
         self._fetch_pool.shutdown(wait=True, cancel_futures=True)
+        self._warmed.close()
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._transform_pool.shutdown(wait=True, cancel_futures=True)
         if self._cache_writer is not None:
@@ -502,9 +507,10 @@ class ObjectStoreRemoteStorageManager(
     def warm(
         self, metadata: RemoteLogSegmentMetadata, start_position: int = 0, length: int | None = None
     ) -> int:
-        """Prefetch ``[start_position, start_position + length)`` of a segment into the chunk
-        cache in the background (``length`` None: the read-ahead window), e.g. the next
-        segment while a consumer reads the end of the current one. Returns the chunk loads
+        """Prefetch ``[start_position, start_position + length)`` of a segment in the
+        background (``length`` None: the read-ahead window), e.g. the next segment while a
+        consumer reads the end of the current one: each chunk is kept in memory for the
+        stream that reaches it (``warmed``) and written to the chunk cache. Returns the loads
         scheduled: chunks already cached or loading are skipped, so a caller may widen its
         window call by call without a chunk ever being fetched twice.
 
@@ -529,24 +535,51 @@ class ObjectStoreRemoteStorageManager(
         scheduled = 0
         index = seg.manifest.chunk_index
         for chunk_id in index.chunks_for_range(start_position, end):
-            if self.chunk_cache.holds((seg.cache_id, chunk_id)):
+            key = (seg.cache_id, chunk_id)
+            if key in self._warmed or self.chunk_cache.holds(key):
                 continue
             first, last = index.original_range(chunk_id)
             if not self._warm_account.try_acquire(last - first):
                 break  # the budget is spoken for: the stream loads it when it gets there
-            self._ahead_pool.submit(self._warm_chunk, seg, chunk_id, last - first)
+            try:
+                load = self._ahead_pool.submit(
+                    self._warm_chunk, seg, chunk_id, metadata.topic_id_partition
+                )
+            except RuntimeError:  # the pool is shut down: the plugin is closing
+                self._warm_account.release(last - first)
+                break
+            self._warmed.add(key, load, last - first)
             scheduled += 1
         return scheduled
 
-    def _warm_chunk(self, seg: OpenSegment, chunk_id: int, size: int) -> None:
-        """Load one chunk into the cache; its budget is held only while it is in flight
-        (once cached it is the cache's to bound)."""
+    def _warm_chunk(
+        self, seg: OpenSegment, chunk_id: int, tip: TopicIdPartition
+    ) -> bytes | memoryview | None:
+        """Load one chunk for the stream that will reach it (``warmed.WarmedChunks`` keeps
+        it, and its budget, until then), written behind into the chunk cache for other
+        readers; None if the load failed (the stream then loads it itself, and reports the
+        error). A GET made here is one of the partition's read-ahead GETs for the window
+        law's ``L``: a reader crossing segments whose chunks were all warmed would otherwise
+        measure no GET at all, and size its window from a latency measured once."""
+        started = time.monotonic()
+        fetched = False
+
+        def load() -> bytes | memoryview:
+            nonlocal fetched
+            fetched = True
+            return self._load_chunk(seg, chunk_id)
+
         try:
-            self.chunk_cache.prefetch(
-                (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
-            )
-        finally:
-            self._warm_account.release(size)
+            data = self.chunk_cache.load_ahead((seg.cache_id, chunk_id), load)
+        except Exception as e:  # best effort: the reader loads it and reports the failure
+            log.debug("warming chunk %d of %s failed: %r", chunk_id, seg.keys.log, e)
+            return None
+        if fetched:
+            with self._laws_lock:
+                law = self._laws.get(tip)
+            if law is not None:
+                law.got(time.monotonic() - started)
+        return data
 
     def _warm_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> None:
         try:
@@ -607,9 +640,12 @@ class ObjectStoreRemoteStorageManager(
         )
 
     def _chunk(self, seg: OpenSegment, chunk_id: int) -> bytes | memoryview:
-        return self.chunk_cache.get(
-            (seg.cache_id, chunk_id), lambda: self._load_chunk(seg, chunk_id)
-        )
+        key = (seg.cache_id, chunk_id)
+        warmed = self._warmed.take(key)
+        if warmed is not None:
+            self.chunk_cache.reached(key)
+            return warmed
+        return self.chunk_cache.get(key, lambda: self._load_chunk(seg, chunk_id))
 
     def _arriving_chunk(self, seg: OpenSegment, chunk_id: int) -> Arriving | None:
         """The early GET of chunk 0 still receiving, if the stream can be served from its
@@ -632,6 +668,9 @@ class ObjectStoreRemoteStorageManager(
         if not self._caching_chunks:
             metrics.PREFETCH_CHUNKS.inc()
             return self._chunk(seg, chunk_id), True
+        warmed = self._warmed.take((seg.cache_id, chunk_id))
+        if warmed is not None:
+            return warmed, False
         fetched = False
 
         def load() -> bytes | memoryview:

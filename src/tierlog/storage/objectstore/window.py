@@ -103,6 +103,9 @@ class WindowLaw:
         return math.ceil(self.get_s / max(self.consume_s, 1e-6)) + 1
 
     def got(self, seconds: float) -> None:
+        """A read-ahead GET took ``seconds``. Unlike the rest of the law this may be called
+        without the stream's lock (the plugin's warming of the partition's next segments):
+        it only moves one moving average, where a sample lost to a race costs nothing."""
         self.get_s = _average(self.get_s, seconds)
 
     def advanced(self, now: float, waited: float, nbytes: int | None = None) -> None:
