@@ -911,8 +911,9 @@ def test_sigterm_moves_leadership_before_the_broker_stops(
     """Controlled shutdown (Z-9, Z-10): the stopping leader announces it, the controller
     elects another ISR member and drops the broker from the ISR while it still runs, and
     only then does it leave; acks=all keeps working on the new leader. The move is one new
-    leader epoch: the stopping broker, still fetching as a follower meanwhile, is not taken
-    back into the ISR (KIP-841), which would cost a second one."""
+    leader epoch: the stopping broker does not follow the leadership it gave up (Kafka's
+    controller sends it StopReplica), so it is not taken back into the ISR (KIP-841), which
+    would cost a second one."""
     state = _state(kazoo_client)
     assert state is not None
     leader = cluster[state.leader]

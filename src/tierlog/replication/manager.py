@@ -190,6 +190,8 @@ class ReplicaManager:
         self._topic_ready: dict[str, asyncio.Event] = {}
         self._closed = False
         self._stopping = False
+        self._controlled_shutdown = False
+        """Announced: leaderships moved away from here are not followed (see ``_apply``)."""
         self._changed = asyncio.Event()
         """Set whenever a view change was applied (controlled shutdown waits on it)."""
         self._broker_epochs: dict[int, int] = {}
@@ -307,6 +309,7 @@ class ReplicaManager:
         node = self.node
         if node is None or self._loop is None:
             return True
+        self._controlled_shutdown = True
         try:
             await asyncio.to_thread(
                 announce_controlled_shutdown, node.member.zk.kazoo, self.broker_id
@@ -770,7 +773,11 @@ class ReplicaManager:
         else:
             if was_leader or changed:
                 self._check_produces(p)
-            if p.leader == NO_LEADER:
+            if p.leader == NO_LEADER or (was_leader and self._controlled_shutdown):
+                # a leadership moved away by this broker's controlled shutdown is not
+                # followed (Kafka's controller sends the stopping broker StopReplica): the
+                # new leader, whose view of the shutdown may lag its leadership, would take
+                # it back into the ISR, and the controller's removal cost one more epoch
                 self._remove_from_fetchers(key)
             elif changed:
                 self._add_to_fetcher(p)
