@@ -72,6 +72,18 @@ def test_a_failed_load_leaves_the_chunk_to_the_reader() -> None:
     assert budget.used == 0
 
 
+def test_a_load_that_raised_leaves_the_chunk_to_the_reader() -> None:
+    clock = Clock()
+    budget, warmed = setup(clock)
+    raised: Future[Chunk | None] = Future()
+    raised.set_running_or_notify_cancel()
+    raised.set_exception(OSError("store unreachable"))
+    assert warmed._account.try_acquire(CHUNK)
+    warmed.add(("seg", 4), raised, CHUNK)
+    assert warmed.take(("seg", 4)) is None
+    assert budget.used == 0
+
+
 def test_a_chunk_nobody_takes_is_dropped_after_the_idle_timeout() -> None:
     clock = Clock()
     budget, warmed = setup(clock)

@@ -541,16 +541,35 @@ class ObjectStoreRemoteStorageManager(
             first, last = index.original_range(chunk_id)
             if not self._warm_account.try_acquire(last - first):
                 break  # the budget is spoken for: the stream loads it when it gets there
+            # kept before the task can run, so a stream reaching the chunk meanwhile takes
+            # this load instead of starting its own and leaving this one held for nothing
+            load: Future[bytes | memoryview | None] = Future()
+            self._warmed.add(key, load, last - first)
             try:
-                load = self._ahead_pool.submit(
-                    self._warm_chunk, seg, chunk_id, metadata.topic_id_partition
+                self._ahead_pool.submit(
+                    self._warm_into, load, seg, chunk_id, metadata.topic_id_partition
                 )
             except RuntimeError:  # the pool is shut down: the plugin is closing
-                self._warm_account.release(last - first)
+                self._warmed.take(key)  # cancels it and gives its budget back
                 break
-            self._warmed.add(key, load, last - first)
             scheduled += 1
         return scheduled
+
+    def _warm_into(
+        self,
+        load: Future[bytes | memoryview | None],
+        seg: OpenSegment,
+        chunk_id: int,
+        tip: TopicIdPartition,
+    ) -> None:
+        """Run one warm load unless a stream took (and so cancelled) it before it started."""
+        if not load.set_running_or_notify_cancel():
+            return
+        try:
+            load.set_result(self._warm_chunk(seg, chunk_id, tip))
+        except BaseException as e:  # never leave a stream waiting on a load that ended
+            load.set_exception(e)
+            raise
 
     def _warm_chunk(
         self, seg: OpenSegment, chunk_id: int, tip: TopicIdPartition

@@ -85,6 +85,8 @@ class WarmedChunks:
             if load.cancel():
                 return None
             return load.result()
+        except Exception:  # the caller loads it itself, and reports what fails then
+            return None
         finally:
             self._account.release(size)
 
