@@ -176,3 +176,14 @@ def encryption_props(keys: dict[str, tuple[Path, Path]], active: str) -> dict[st
         props[f"encryption.key.pairs.{kid}.public.key.file"] = str(public)
         props[f"encryption.key.pairs.{kid}.private.key.file"] = str(private)
     return props
+
+
+class ManualClock:
+    """A clock only the test moves (``now``): timeouts are the test's decision, not how long
+    a loaded machine takes between two lines."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

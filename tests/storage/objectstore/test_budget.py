@@ -3,21 +3,14 @@ streams."""
 
 from __future__ import annotations
 
+from tests.storage.objectstore.objectstore_helpers import ManualClock
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 
 CHUNK = 100
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_nothing_is_granted_past_the_total() -> None:
-    budget = ReadAheadBudget(10 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    budget = ReadAheadBudget(10 * CHUNK, chunk=CHUNK, idle_s=5, clock=ManualClock())
     accounts = [budget.open(lambda: None) for _ in range(16)]
     granted = 0
     for _ in range(4):
@@ -27,7 +20,7 @@ def test_nothing_is_granted_past_the_total() -> None:
 
 
 def test_a_stream_over_its_share_waits_until_it_has_drained_to_it() -> None:
-    budget = ReadAheadBudget(8 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    budget = ReadAheadBudget(8 * CHUNK, chunk=CHUNK, idle_s=5, clock=ManualClock())
     first = budget.open(lambda: None)
     assert all(first.try_acquire(CHUNK) for _ in range(8))  # alone: the whole budget
     second = budget.open(lambda: None)
@@ -44,7 +37,7 @@ def test_a_stream_over_its_share_waits_until_it_has_drained_to_it() -> None:
 
 
 def test_an_idle_stream_gives_its_share_back() -> None:
-    clock = Clock()
+    clock = ManualClock()
     dropped: list[str] = []
     budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)
     idle = budget.open(lambda: dropped.append("idle"))
@@ -63,7 +56,7 @@ def test_an_idle_stream_gives_its_share_back() -> None:
 
 
 def test_loads_in_flight_are_no_stream_and_are_never_reclaimed() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)
     warm = budget.open_in_flight()
     stream = budget.open(lambda: None)
@@ -81,7 +74,7 @@ def test_loads_in_flight_are_no_stream_and_are_never_reclaimed() -> None:
 
 
 def test_closing_gives_everything_back_and_a_closed_budget_grants_nothing() -> None:
-    budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=Clock())
+    budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=ManualClock())
     a = budget.open(lambda: None)
     assert a.try_acquire(3 * CHUNK)
     a.close()

@@ -6,18 +6,11 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+from tests.storage.objectstore.objectstore_helpers import ManualClock
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.warmed import Chunk, WarmedChunks
 
 CHUNK = 1024
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def held(value: Chunk | None) -> Future[Chunk | None]:
@@ -27,7 +20,7 @@ def held(value: Chunk | None) -> Future[Chunk | None]:
     return load
 
 
-def setup(clock: Clock, chunks: int = 4) -> tuple[ReadAheadBudget, WarmedChunks]:
+def setup(clock: ManualClock, chunks: int = 4) -> tuple[ReadAheadBudget, WarmedChunks]:
     budget = ReadAheadBudget(chunks * CHUNK, chunk=CHUNK, idle_s=5.0, clock=clock)
     account = budget.open_in_flight()
     return budget, WarmedChunks(account, idle_s=5.0, clock=clock)
@@ -39,7 +32,7 @@ def acquire(budget: ReadAheadBudget, warmed: WarmedChunks, key: tuple[str, int])
 
 
 def test_a_warmed_chunk_is_taken_once_and_gives_its_budget_back() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     acquire(budget, warmed, ("seg", 0))
     assert budget.used == CHUNK
@@ -49,7 +42,7 @@ def test_a_warmed_chunk_is_taken_once_and_gives_its_budget_back() -> None:
 
 
 def test_a_load_still_in_flight_is_waited_for_and_one_not_started_is_cancelled() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     running: Future[Chunk | None] = Future()
     running.set_running_or_notify_cancel()
@@ -64,7 +57,7 @@ def test_a_load_still_in_flight_is_waited_for_and_one_not_started_is_cancelled()
 
 
 def test_a_failed_load_leaves_the_chunk_to_the_reader() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     assert warmed._account.try_acquire(CHUNK)
     warmed.add(("seg", 3), held(None), CHUNK)
@@ -73,7 +66,7 @@ def test_a_failed_load_leaves_the_chunk_to_the_reader() -> None:
 
 
 def test_a_load_that_raised_leaves_the_chunk_to_the_reader() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     raised: Future[Chunk | None] = Future()
     raised.set_running_or_notify_cancel()
@@ -85,7 +78,7 @@ def test_a_load_that_raised_leaves_the_chunk_to_the_reader() -> None:
 
 
 def test_a_chunk_nobody_takes_is_dropped_after_the_idle_timeout() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     acquire(budget, warmed, ("seg", 0))
     clock.now += 4.0
@@ -98,7 +91,7 @@ def test_a_chunk_nobody_takes_is_dropped_after_the_idle_timeout() -> None:
 
 
 def test_close_drops_everything_and_keeps_nothing_added_after() -> None:
-    clock = Clock()
+    clock = ManualClock()
     budget, warmed = setup(clock)
     acquire(budget, warmed, ("seg", 0))
     warmed.close()
