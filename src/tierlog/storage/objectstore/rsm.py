@@ -581,15 +581,8 @@ class ObjectStoreRemoteStorageManager(
         law's ``L``: a reader crossing segments whose chunks were all warmed would otherwise
         measure no GET at all, and size its window from a latency measured once."""
         started = time.monotonic()
-        fetched = False
-
-        def load() -> bytes | memoryview:
-            nonlocal fetched
-            fetched = True
-            return self._load_chunk(seg, chunk_id)
-
         try:
-            data = self.chunk_cache.load_ahead((seg.cache_id, chunk_id), load)
+            data, fetched = self._load_ahead(seg, chunk_id)
         except Exception as e:  # best effort: the reader loads it and reports the failure
             log.debug("warming chunk %d of %s failed: %r", chunk_id, seg.keys.log, e)
             return None
@@ -690,6 +683,11 @@ class ObjectStoreRemoteStorageManager(
         warmed = self._warmed.take((seg.cache_id, chunk_id))
         if warmed is not None:
             return warmed, False
+        return self._load_ahead(seg, chunk_id)
+
+    def _load_ahead(self, seg: OpenSegment, chunk_id: int) -> tuple[bytes | memoryview, bool]:
+        """``chunk_cache.load_ahead`` of the chunk, and whether this call made its GET (not
+        found cached, nor joined to a load already in flight)."""
         fetched = False
 
         def load() -> bytes | memoryview:
