@@ -7,6 +7,7 @@ chunk. A reader's wait for its next chunk is what the simulation derives from th
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from tierlog.storage.objectstore.window import HOLD_EPOCHS, INITIAL_AHEAD, WindowLaw
@@ -38,21 +39,43 @@ def test_a_new_stream_starts_small() -> None:
     assert WindowLaw(CHUNK, 0).ahead == 0
 
 
-def test_the_window_doubles_while_a_fast_consumer_waits_and_throughput_grows() -> None:
+def test_the_window_grows_fourfold_in_slow_start_while_a_fast_consumer_waits() -> None:
+    law = WindowLaw(CHUNK, 32)
+    windows = simulate(law, 64, latency=0.05, consume=0.0001)
+    assert law.ahead == 32  # the cap: prefetch.max.size
+    assert sorted(set(windows)) == [2, 8, 32]  # x4 per epoch, no other sizes
+    # the first advance only starts the clock; then an epoch of 2 advances, one of 8
+    assert windows.index(32) == 1 + 2 + 8 - 1
+
+
+def test_slow_start_ends_at_the_cap_with_a_last_step_smaller_than_fourfold() -> None:
     law = WindowLaw(CHUNK, 16)
     windows = simulate(law, 64, latency=0.05, consume=0.0001)
-    assert law.ahead == 16  # the cap: prefetch.max.size
-    grown = sorted(set(windows))
-    assert grown == [2, 4, 8, 16]  # slow start: doublings, no other sizes
+    assert sorted(set(windows)) == [2, 8, 16]
 
 
 def test_the_window_stops_growing_where_the_store_stops_giving_more() -> None:
     # the store serves at most 4 GETs at a time: a window past 4 buys nothing
     law = WindowLaw(CHUNK, 32)
-    windows = simulate(law, 200, latency=0.05, consume=0.0001, parallel=4)
-    assert max(windows) <= 8  # one doubling past the knee is the probe
-    assert windows[-1] == 4 or windows[-1] == 8
-    assert windows.count(4) > windows.count(8)  # it settles at the knee, probing now and then
+    windows = simulate(law, 400, latency=0.05, consume=0.0001, parallel=4)
+    # slow start overshoots once (8 -> 32), then falls back to the last window that grew
+    # throughput and probes one doubling past it from then on
+    overshoot_ends = len(windows) - windows[::-1].index(32)
+    settled = windows[overshoot_ends:]
+    assert max(settled) <= 16
+    assert windows[-1] in (8, 16)
+    assert settled.count(8) > settled.count(16)  # held at the knee, probing now and then
+
+
+def test_after_slow_start_the_window_grows_by_doublings() -> None:
+    law = WindowLaw(CHUNK, 32)
+    simulate(law, 64, latency=0.05, consume=0.02)  # D = 4: shrinks, slow start over
+    assert law.ahead == 4
+    windows = simulate(law, 64 + HOLD_EPOCHS * 16, latency=0.05, consume=0.0001)
+    assert law.ahead == 32
+    sizes = [w for i, w in enumerate(windows) if i == 0 or w != windows[i - 1]]
+    grown = [(a, b) for a, b in itertools.pairwise(sizes) if b > a]
+    assert grown and all(b == 2 * a for a, b in grown)
 
 
 def test_the_window_shrinks_to_what_a_slow_consumer_drains_per_get() -> None:

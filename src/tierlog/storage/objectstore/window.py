@@ -17,10 +17,11 @@ fetched and unread.
 The law is decided once per epoch (``ahead`` advances, at least two), from the epoch's
 throughput ``X`` (bytes the reader consumed per second) and whether it waited:
 
-* the reader waited (the store is behind): double ``ahead`` up to ``cap`` (slow start);
-  but if the last doubling raised ``X`` by less than ``PLATEAU_GAIN``, the store, not the
-  window, is the limit: go back to the smaller window and hold it for ``HOLD_EPOCHS``
-  epochs before probing again;
+* the reader waited (the store is behind): grow ``ahead`` up to ``cap``, by
+  ``SLOW_START_GROWTH`` until the stream first plateaus or shrinks (slow start), by 2
+  after that; but if the last growth raised ``X`` by less than ``PLATEAU_GAIN``, the
+  store, not the window, is the limit: go back to the smaller window and hold it for
+  ``HOLD_EPOCHS`` epochs before probing a doubling again;
 * the reader never waited (the consumer is the slower one): shrink towards the demand
   ``D = ceil(L / T_c) + 1``, the chunks a consumer needing ``T_c`` per chunk drains
   during one GET, plus one in reserve; at most halving per epoch.
@@ -30,11 +31,19 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["HOLD_EPOCHS", "INITIAL_AHEAD", "PLATEAU_GAIN", "WindowLaw"]
+__all__ = ["HOLD_EPOCHS", "INITIAL_AHEAD", "PLATEAU_GAIN", "SLOW_START_GROWTH", "WindowLaw"]
 
 #: Read-ahead chunks a new stream starts with (or ``cap`` if smaller).
 INITIAL_AHEAD = 2
-#: A doubling must raise the epoch's throughput by this fraction to count as growth.
+#: How much the window grows per epoch in slow start. Each epoch lasts a window's worth of
+#: advances, paced by the store while the reader waits, so it takes about one GET latency;
+#: doubling from 2 to a 32-chunk cap takes five of them (32 advances, a quarter of a 512 MiB
+#: read spent with fewer GETs in flight than the store can serve), quadrupling three (10
+#: advances). Linux's file read-ahead ramps the same way (x4 while small, then x2). After
+#: the first plateau or shrink the store's knee is known to be near and growth doubles, so
+#: a probe overshoots it by one doubling, not four times.
+SLOW_START_GROWTH = 4
+#: A growth must raise the epoch's throughput by this fraction to count as growth.
 PLATEAU_GAIN = 0.1
 #: Epochs a plateaued window is held before it probes a doubling again.
 HOLD_EPOCHS = 8
@@ -55,6 +64,7 @@ class WindowLaw:
         "_hold",
         "_last_advance",
         "_previous",
+        "_slow_start",
         "_waited",
         "ahead",
         "cap",
@@ -74,9 +84,10 @@ class WindowLaw:
         self._epoch_advances = 0
         self._bytes = 0
         self._waited = False
-        self._previous: int | None = None  # ahead before the last doubling
-        self._at_growth: float | None = None  # X of the epoch that decided that doubling
+        self._previous: int | None = None  # ahead before the last growth
+        self._at_growth: float | None = None  # X of the epoch that decided that growth
         self._hold = 0
+        self._slow_start = True
 
     def resumed(self) -> WindowLaw:
         """A law for the same reader's next stream (its next segment): it continues this
@@ -145,18 +156,20 @@ class WindowLaw:
             return
         grown = self._previous is not None and self._at_growth is not None
         if grown and throughput < self._at_growth * (1 + PLATEAU_GAIN):  # type: ignore[operator]
-            # the last doubling bought nothing: the store is the limit here
+            # the last growth bought nothing: the store is the limit here
             assert self._previous is not None
             self.ahead = self._previous
             self._previous = self._at_growth = None
             self._hold = HOLD_EPOCHS
+            self._slow_start = False
             return
         if self.ahead >= self.cap:
             self._previous = self._at_growth = None
             return
         self._previous = self.ahead
         self._at_growth = throughput
-        self.ahead = min(self.cap, 2 * self.ahead)
+        growth = SLOW_START_GROWTH if self._slow_start else 2
+        self.ahead = min(self.cap, growth * self.ahead)
 
     def _when_ahead(self) -> None:
         self._previous = self._at_growth = None
@@ -165,6 +178,7 @@ class WindowLaw:
         if wanted is None or wanted >= self.ahead:
             return
         self.ahead = max(1, wanted, self.ahead // 2)
+        self._slow_start = False
 
 
 def _average(old: float | None, sample: float) -> float:
