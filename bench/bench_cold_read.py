@@ -21,13 +21,14 @@ emulator's CPU, shapes the read) and ``moto`` (a Python server, CPU-bound at ~70
 
 How: two topics get the same volume of 1 KiB messages in 64 MiB segments: ``hot`` stays
 local, ``cold`` has ``remote.storage.enable=true`` and ``local.retention.bytes=1``, so once
-uploaded only its active segment stays local. Each round (``--rounds``, default 3) restarts
-the broker (the chunk caches start empty), then kcat reads ``cold``, the same client GETs
+uploaded only its active segment stays local. Each round (``--rounds``, default 3) GETs
 every chunk of the cold ``.log`` objects directly with as many parallel ranged GETs as the
 prefetch allows ("raw": what the store behind the proxy can deliver to such a reader at
-that moment), and kcat reads ``hot``. The machine is shared, so the ratios are per round
-and the medians are reported. No reader with ``prefetch`` bytes in flight can beat
-``prefetch / latency`` (Little's law); that bound is printed too.
+that moment), restarts the broker (the chunk caches start empty), lets kcat read
+``cold``, repeats the raw GETs, and lets kcat read ``hot``. The round's ceiling is the mean
+of its two raw reads, one on each side of the cold read. The machine is shared, so the
+ratios are per round and the medians are reported. No reader with ``prefetch`` bytes in
+flight can beat ``prefetch / latency`` (Little's law); that bound is printed too.
 
 ``--partitions N`` spreads the same volume over N partitions per topic; kcat reads them all in
 one consumer, each partition has its own read-ahead, so raw GETs run N x the window at a time
@@ -713,6 +714,10 @@ class StoreRun:
     window_runs: list[ColdRead]  # extra cold reads with the window sampled (broker CPU)
     hot_fetches: list[float]  # Fetch requests of each round's hot read
     second_passes: list[ColdRead]  # ``--second-pass``: each round's read of ``SECOND``
+    #: each round's ceiling measured before its cold reads too (``raws`` is after them): the
+    #: round's ceiling is their mean, so a neighbour's load that comes or goes between the
+    #: cold read and one of them moves the ratio half as much
+    raws_before: list[RawRead]
 
 
 def load_topics(
@@ -801,6 +806,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     colds: list[ColdRead] = []
     hots: list[KcatRead] = []
     raws: list[RawRead] = []
+    raws_before: list[RawRead] = []
     raw_store_cpu: list[float] = []
     base: ColdRead | None = None
     ceiling: list[tuple[int, float, float]] = []
@@ -820,6 +826,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         remote_bytes = sum(size for _, size in objects)
         modes = [m.strip() for m in args.consumers.split(",") if m.strip()]
         for r in range(args.rounds):
+            raws_before.append(raw_parallel_get(backend, objects, args.chunk_mib * MiB, parallel))
             for i, mode in enumerate(modes):
                 if r > 0 or i > 0:  # a restart empties the chunk caches (disk cache wiped)
                     restart(broker)
@@ -922,6 +929,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         window_runs,
         hot_fetches,
         second_passes,
+        raws_before,
     )
 
 
@@ -1098,8 +1106,10 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             if cold.messages == run.sent and hot.messages == run.sent
             else f" (!! {cold.messages}/{hot.messages} of {run.sent})"
         )
-        raw_rate = run.remote_bytes / MiB / raw.seconds
-        vs_ceiling = raw.seconds / cold.seconds * run.remote_bytes / total
+        before = run.raws_before[r]
+        ceiling_s = (before.seconds + raw.seconds) / 2
+        raw_rate = run.remote_bytes / MiB / ceiling_s
+        vs_ceiling = ceiling_s / cold.seconds * run.remote_bytes / total
         ratios.setdefault(cold.consumers, []).append(vs_ceiling)
         cpu_cold = cold.cpu_s / (total / GiB)
         cpu_hot = run.hot_cpu[r] / (total / GiB)
@@ -1113,7 +1123,9 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         print(
             f"round {r + 1}, {cold.consumers} consumer(s): cold {rate(cold.seconds)}, hot "
             f"{rate(hot.seconds)}, ceiling {raw_rate:.1f} MiB/s ({args.ceiling_inflight} GETs "
-            f"in flight through the proxy, mean GET {raw.mean_get_s * 1000:.0f} ms); cold/ceiling "
+            f"in flight through the proxy, mean GET {raw.mean_get_s * 1000:.0f} ms; "
+            f"{run.remote_bytes / MiB / before.seconds:.0f} before the cold read, "
+            f"{run.remote_bytes / MiB / raw.seconds:.0f} after); cold/ceiling "
             f"{vs_ceiling:.2f}x, cold/hot {hot.seconds / cold.seconds:.2f}x{bad}{spread}; "
             f"broker CPU per GiB cold {cpu_cold:.2f} s, hot {cpu_hot:.2f} s "
             f"({cpu_cold / max(cpu_hot, 1e-9):.1f}x); {run.store} busy "
