@@ -822,6 +822,9 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     try:
         broker.start()
         sent, produce_s, upload_wait_s = load_topics(broker, log_dir, segment, args)
+        # loading leaves the local logs and the store's objects dirty in the page cache: their
+        # writeback would otherwise run under the first round's reads
+        os.sync()
         objects = remote_logs(backend, COLD)  # no transforms: stored size == segment size
         remote_bytes = sum(size for _, size in objects)
         modes = [m.strip() for m in args.consumers.split(",") if m.strip()]
