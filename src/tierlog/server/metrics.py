@@ -153,6 +153,21 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "(no reader-pool hand-off).",
     ),
     MetricDoc(
+        "tierlog_remote_fetch_expires_total",
+        "counter",
+        "topic, partition",
+        "Remote reads a Fetch stopped waiting for after `remote.fetch.max.wait.ms` (Kafka's "
+        "DelayedRemoteFetch `ExpiresPerSec`); the read goes on, and the next Fetch at that "
+        "offset gets what it read.",
+    ),
+    MetricDoc(
+        "tierlog_remote_fetch_taken_over_total",
+        "counter",
+        "topic, partition",
+        "Remote reads given up on that a later Fetch at the same offset waited for instead "
+        "of reading the segment again.",
+    ),
+    MetricDoc(
         "tierlog_remote_fetch_errors_total", "counter", "topic, partition", "Failed remote reads."
     ),
     MetricDoc(

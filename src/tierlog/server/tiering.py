@@ -338,6 +338,8 @@ class Tiering:
                 m.fetch_requests,
                 m.fetch_bytes,
                 m.fetch_ready,
+                m.fetch_expires,
+                m.fetch_taken_over,
                 m.fetch_errors,
                 m.delete_requests,
                 m.delete_errors,

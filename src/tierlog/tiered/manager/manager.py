@@ -28,13 +28,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tierlog.log import PartitionLog, TopicPartition
 from tierlog.log.txn_index import AbortedTxn
 from tierlog.protocol.errors import ErrorCode, KafkaError
+from tierlog.protocol.records import batch_size_at
 from tierlog.tiered.api import (
     RemoteLogMetadataManager,
     RemoteLogSegmentState,
@@ -45,6 +46,7 @@ from tierlog.tiered.api import (
     ReplicaNotAvailableException,
     TopicIdPartition,
 )
+from tierlog.tiered.manager.abandoned_reads import AbandonedReads
 from tierlog.tiered.manager.aux_state import SegmentAuxState, read_segment_aux_state
 from tierlog.tiered.manager.backoff import RetryBackoff
 from tierlog.tiered.manager.config import RemoteLogManagerConfig
@@ -162,6 +164,9 @@ class RemoteLogManager:
             ttl_ms=config.index_cache_ttl_ms,
         )
         self.reader = RemoteReader(rlmm, rsm, self.index_cache)
+        self._abandoned: AbandonedReads[RemoteReadSpec, RemoteFetchResult] = AbandonedReads(
+            self._unclaimed
+        )
         self.metrics.attach_index_cache(self._cache_stats)
         self.copy_quota = ByteRateQuota(
             QuotaConfig(
@@ -475,6 +480,8 @@ class RemoteLogManager:
         ``remote.fetch.max.wait.ms`` come back empty without error.
         """
         results: list[RemoteFetchResult | None] = [None] * len(requests)
+        reads: dict[int, tuple[Future[RemoteFetchResult], RemoteReadSpec | None]] = {}
+        adopted: dict[int, RemoteReadSpec] = {}  # what an adopted read was asked
         throttle = self.fetch_quota.throttle_time_ms()
         if throttle > 0:
             self.metrics.fetch_throttle_ms.observe(throttle)
@@ -494,13 +501,20 @@ class RemoteLogManager:
             if ready is not None:
                 results[i] = ready
                 continue
-            try:
-                fut = self._readers.submit(self._read_one, req, spec)
-            except (RejectedExecution, RuntimeError) as e:
-                results[i] = RemoteFetchResult(
-                    req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)
-                )
-                continue
+            taken = None if spec is None else self._abandoned.adopt(spec.tip, *_read_key(spec))
+            fut = None
+            if taken is not None:
+                adopted[i], fut = taken
+                self.metrics.fetch_taken_over.labels(*_labels(req)).inc()
+            else:
+                try:
+                    fut = self._readers.submit(self._read_one, req, spec)
+                except (RejectedExecution, RuntimeError) as e:
+                    results[i] = RemoteFetchResult(
+                        req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)
+                    )
+                    continue
+            reads[i] = (fut, spec)
             waiting[asyncio.wrap_future(fut)] = i
         if waiting:
             _done, pending = await asyncio.wait(
@@ -508,13 +522,53 @@ class RemoteLogManager:
             )
             for f, i in waiting.items():
                 if f in pending:
+                    self.metrics.fetch_expires.labels(*_labels(requests[i])).inc()
+                    fut, spec = reads[i]
+                    if not fut.cancel() and spec is not None:  # running: it cannot be stopped
+                        self._abandoned.keep(spec.tip, *_read_key(spec), spec, fut)
                     f.cancel()
                     results[i] = RemoteFetchResult(requests[i])
+                elif i in adopted:
+                    results[i] = self._answer_adopted(
+                        requests[i], reads[i][1], adopted[i], f.result()
+                    )
                 else:
                     results[i] = f.result()
         return [
             r if r is not None else RemoteFetchResult(requests[i]) for i, r in enumerate(results)
         ]
+
+    @property
+    def abandoned_reads(self) -> int:
+        """Remote reads that a Fetch stopped waiting for and that still run."""
+        return len(self._abandoned)
+
+    def _answer_adopted(
+        self,
+        req: RemoteFetchRequest,
+        spec: RemoteReadSpec | None,
+        asked: RemoteReadSpec,
+        result: RemoteFetchResult,
+    ) -> RemoteFetchResult:
+        """What a read an earlier Fetch gave up on answers this one: its result as is when
+        it fits this Fetch's budget; else its records go back to its cursor, and this Fetch
+        gets what the cursor serves within its own limits (``read_ready``), or nothing now,
+        the next Fetch there then served from the cursor."""
+        records = result.records
+        if spec is None or result.error is not ErrorCode.NONE or not records:
+            return replace(result, request=req)
+        one_batch = batch_size_at(records) == len(records)
+        if len(records) <= spec.max_bytes or (spec.min_one_message and one_batch):
+            return replace(result, request=req)
+        self._unclaimed(asked, result)
+        ready = self._read_ready(req, spec)
+        return ready if ready is not None else RemoteFetchResult(req)
+
+    def _unclaimed(self, spec: RemoteReadSpec, result: RemoteFetchResult) -> None:
+        """A read given up on completed before any Fetch took it over: its records go back
+        to its cursor (``RemoteReader.unread``)."""
+        if result.error is ErrorCode.NONE and result.records:
+            self.reader.unread(spec, result.records)
 
     def _spec(self, req: RemoteFetchRequest, budget: int, min_one: bool) -> RemoteReadSpec | None:
         lg = req.log
@@ -661,3 +715,13 @@ def latest_tiered_offset(lg: PartitionLog) -> tuple[int, int | None]:
     if epoch is None and off == -1:
         return -1, -1
     return off, epoch
+
+
+def _read_key(spec: RemoteReadSpec) -> tuple[int, bool]:
+    """The offset of a read, and what another read there must ask the same to take it over
+    (``AbandonedReads.adopt``)."""
+    return spec.fetch_offset, spec.read_committed
+
+
+def _labels(req: RemoteFetchRequest) -> tuple[str, str]:
+    return req.log.tp.topic, str(req.log.tp.partition)

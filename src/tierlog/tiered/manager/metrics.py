@@ -70,6 +70,16 @@ class RemoteMetrics:
             "tierlog_remote_fetch_ready",
             "Remote reads answered on the event loop from bytes a parked stream held.",
         )
+        self.fetch_expires = per_partition_counter(
+            "tierlog_remote_fetch_expires",
+            "Remote reads a Fetch stopped waiting for after remote.fetch.max.wait.ms "
+            "(DelayedRemoteFetchMetrics ExpiresPerSec).",
+        )
+        self.fetch_taken_over = per_partition_counter(
+            "tierlog_remote_fetch_taken_over",
+            "Remote reads given up on that a later Fetch at the same offset waited for "
+            "instead of reading again.",
+        )
         self.fetch_errors = per_partition_counter(
             "tierlog_remote_fetch_errors", "Remote reads that failed."
         )

@@ -39,6 +39,7 @@ from tierlog.protocol.records import (
     RECORDS_OFFSET,
     header_at,
     iter_records,
+    next_offset_after,
     valid_batches_prefix,
 )
 from tierlog.tiered.api import (
@@ -224,6 +225,25 @@ class RemoteReader:
         # what ``_aborted_txns`` would find is the local log's alone
         aborted = self._local_aborted(spec, last + 1) if spec.read_committed else None
         return RemoteReadData(records, aborted, md, served)
+
+    def unread(self, spec: RemoteReadSpec, records: bytes | memoryview) -> None:
+        """Give back what a read at ``spec`` returned that its Fetch never sent (it stopped
+        waiting, ``abandoned_reads``): the records go back in front of the cursor the read
+        parked after them, and the cursor is parked at the read's offset, so the next Fetch
+        there is served them (on the event loop, ``read_ready``) instead of opening a second
+        stream over the segment. Nothing happens if that cursor is gone (the segment's end
+        closed it, or it was continued or evicted meanwhile)."""
+        after = next_offset_after(records)
+        if after is None:
+            return
+        md = self._segment_for(spec, after - 1)
+        if md is None:
+            return
+        cursor = self.parked.take(spec.tip, md, after)
+        if cursor is None:
+            return
+        cursor.unread(memoryview(records))
+        self.parked.park(cursor, spec.tip, spec.fetch_offset)
 
     @staticmethod
     def _first_batch_now(cursor: SegmentCursor) -> bool:

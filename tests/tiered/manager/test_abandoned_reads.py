@@ -1,0 +1,131 @@
+"""A remote read its Fetch stopped waiting for (``remote.fetch.max.wait.ms``) keeps running,
+and the next Fetch at that offset gets what it read: by waiting for it, or from the cursor
+it parked, the records given back. Either way the segment is streamed once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, offload, wait_until
+from tierlog.protocol.errors import ErrorCode
+from tierlog.protocol.records import iter_records, scan_batches
+from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
+
+#: Long enough that an adopted read, released as soon as it is adopted, lands within it.
+MAX_WAIT_MS = 500
+
+
+class Gated:
+    """The plugin's ``fetch_log_segment``, held at a gate and counted."""
+
+    def __init__(self, st: Stack) -> None:
+        self.real = st.rsm.fetch_log_segment
+        self.gate = threading.Event()
+        self.streams = 0
+        st.rsm.fetch_log_segment = self  # type: ignore[method-assign]
+
+    def __call__(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> BinaryIO:
+        self.streams += 1
+        self.gate.wait(DEADLINE_S)
+        return self.real(metadata, start_position, end_position)
+
+
+@pytest.fixture
+def st(tmp_path: Path) -> Iterator[Stack]:
+    s = make_stack(tmp_path, rlm_overrides={"remote_fetch_max_wait_ms": MAX_WAIT_MS})
+    offload(s)
+    yield s
+    s.close()
+
+
+def offsets(res: RemoteFetchResult) -> list[int]:
+    data = res.records
+    return [r.offset for h in scan_batches(memoryview(data)) for r in iter_records(data, h)]
+
+
+def read(st: Stack, req: RemoteFetchRequest) -> RemoteFetchResult:
+    (res,) = asyncio.run(st.rlm.read_remote([req], 50 << 20))
+    return res
+
+
+def given_up(st: Stack, req: RemoteFetchRequest) -> None:
+    res = read(st, req)
+    assert (res.error, res.records) == (ErrorCode.NONE, b"")  # nothing yet, no error
+    assert st.rlm.abandoned_reads == 1
+
+
+def taken_over(st: Stack, gated: Gated, req: RemoteFetchRequest) -> RemoteFetchResult:
+    """``req`` read while the read given up on still runs: once ``req``'s Fetch has taken it
+    over, the gate opens."""
+
+    async def fetch() -> RemoteFetchResult:
+        task = asyncio.ensure_future(st.rlm.read_remote([req], 50 << 20))
+        for _ in range(int(DEADLINE_S * 1000)):
+            if st.rlm.abandoned_reads == 0:
+                break
+            await asyncio.sleep(0.001)
+        assert st.rlm.abandoned_reads == 0, "the read was not taken over"
+        gated.gate.set()
+        (res,) = await task
+        assert res.request is req  # it answers the Fetch that waited for it
+        return res
+
+    return asyncio.run(fetch())
+
+
+def test_the_next_fetch_at_the_offset_waits_for_the_read_given_up_on(st: Stack) -> None:
+    gated = Gated(st)
+    given_up(st, RemoteFetchRequest(st.log, 0, 1 << 20))
+    res = taken_over(st, gated, RemoteFetchRequest(st.log, 0, 1 << 20))
+    assert offsets(res) == list(range(10))
+    assert gated.streams == 1
+    assert st.metric("tierlog_remote_fetch_expires_total") == 1
+    assert st.metric("tierlog_remote_fetch_taken_over_total") == 1
+
+
+def test_a_fetch_with_a_smaller_budget_takes_over_the_read_and_gets_what_fits(
+    st: Stack,
+) -> None:
+    gated = Gated(st)
+    with gated.real(st.remote()[1], 0) as f:  # offsets 10..19, not through the gate
+        batch = scan_batches(memoryview(f.read()))[0].size
+    given_up(st, RemoteFetchRequest(st.log, 10, 3 * batch))  # would answer 10, 11, 12
+    res = taken_over(st, gated, RemoteFetchRequest(st.log, 10, batch, min_one_message=False))
+    assert offsets(res) == [10]
+    assert offsets(read(st, RemoteFetchRequest(st.log, 11, 3 * batch))) == [11, 12]
+    assert gated.streams == 1  # the rest was given back to the cursor
+
+
+def test_a_read_done_before_the_next_fetch_gives_its_records_back_to_its_cursor(
+    st: Stack,
+) -> None:
+    gated = Gated(st)
+    # one batch per read, so the read parks its cursor mid-segment instead of closing it
+    given_up(st, RemoteFetchRequest(st.log, 10, 1))
+    gated.gate.set()
+    wait_until(lambda: st.rlm.abandoned_reads == 0, "the read given up on to end")
+    assert offsets(read(st, RemoteFetchRequest(st.log, 10, 1))) == [10]
+    assert gated.streams == 1  # served from the cursor that read parked
+    assert offsets(read(st, RemoteFetchRequest(st.log, 11, 1))) == [11]
+    assert gated.streams == 1  # and the cursor goes on from there
+
+
+def test_a_fetch_with_other_limits_does_not_take_over_the_read(st: Stack) -> None:
+    gated = Gated(st)
+    given_up(st, RemoteFetchRequest(st.log, 0, 1 << 20))
+    gated.gate.set()
+    res = read(st, RemoteFetchRequest(st.log, 0, 1 << 20, read_committed=True))
+    assert offsets(res) == list(range(10))  # read on its own
+    wait_until(lambda: st.rlm.abandoned_reads == 0, "the read given up on to end")
