@@ -13,10 +13,11 @@ repeats, and every repeat waited again.
 So a read given up on is kept here, by partition and offset, until either
 
 * the next Fetch at that offset takes it over and waits for it (``adopt``): with the same
-  isolation level, whatever its byte budget (a consumer's Fetch puts its partitions in a
-  different order each time, and only the first may take one batch over its budget, so
-  the budgets of two Fetches at one offset often differ; the manager gives the records back
-  to the cursor when they do not fit the new one); or
+  isolation level, whatever its byte budget (a partition's budget depends on its place in
+  the request and on what the partitions before it left of the Fetch's ``max_bytes``, and
+  only the first may take one batch over it, so two Fetches at one offset can ask
+  different budgets; the manager gives the records back to the cursor when they do not fit
+  the new one); or
 * it completes first, and its result goes to ``unclaimed`` (the manager gives the records
   back to the cursor the read parked, parked again at the read's offset, so the next Fetch
   there is served them from memory).
