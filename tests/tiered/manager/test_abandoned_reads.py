@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import BinaryIO
 
@@ -15,8 +17,9 @@ import pytest
 from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, offload, wait_until
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import iter_records, scan_batches
-from tierlog.tiered.api import RemoteLogSegmentMetadata
+from tierlog.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
+from tierlog.tiered.manager.abandoned_reads import AbandonedReads
 
 #: Long enough that an adopted read, released as soon as it is adopted, lands within it.
 MAX_WAIT_MS = 500
@@ -129,3 +132,53 @@ def test_a_fetch_with_other_limits_does_not_take_over_the_read(st: Stack) -> Non
     res = read(st, RemoteFetchRequest(st.log, 0, 1 << 20, read_committed=True))
     assert offsets(res) == list(range(10))  # read on its own
     wait_until(lambda: st.rlm.abandoned_reads == 0, "the read given up on to end")
+
+
+# --- AbandonedReads on its own ------------------------------------------------------------
+
+TIP = TopicIdPartition(uuid.UUID(int=9), "t", 0)
+
+
+def kept() -> tuple[AbandonedReads[str, int], list[tuple[str, int]]]:
+    given: list[tuple[str, int]] = []
+    return AbandonedReads(lambda asked, result: given.append((asked, result))), given
+
+
+def test_a_kept_read_that_ends_untaken_goes_to_unclaimed() -> None:
+    reads, given = kept()
+    read: Future[int] = Future()
+    read.set_running_or_notify_cancel()
+    reads.keep(TIP, 5, False, "asked", read)
+    read.set_result(7)
+    assert given == [("asked", 7)] and len(reads) == 0
+
+
+def test_an_adopted_read_is_the_adopters_alone() -> None:
+    reads, given = kept()
+    read: Future[int] = Future()
+    reads.keep(TIP, 5, False, "asked", read)
+    assert reads.adopt(TIP, 5, True) is None  # other limits
+    assert reads.adopt(TIP, 6, False) is None  # other offset
+    assert reads.adopt(TIP, 5, False) == ("asked", read)
+    assert reads.adopt(TIP, 5, False) is None  # taken
+    read.set_result(7)
+    assert given == []
+
+
+def test_a_newer_read_at_the_offset_replaces_the_older() -> None:
+    reads, given = kept()
+    older: Future[int] = Future()
+    newer: Future[int] = Future()
+    reads.keep(TIP, 5, False, "older", older)
+    reads.keep(TIP, 5, False, "newer", newer)
+    older.set_result(1)
+    newer.set_result(2)
+    assert given == [("newer", 2)]
+
+
+def test_a_failed_read_gives_nothing_back() -> None:
+    reads, given = kept()
+    read: Future[int] = Future()
+    reads.keep(TIP, 5, False, "asked", read)
+    read.set_exception(OSError("store gone"))
+    assert given == [] and len(reads) == 0
