@@ -477,7 +477,8 @@ class RemoteLogManager:
         up front so the concurrent reads together stay within the budget; only the first may
         return one batch larger than that. Over the fetch quota every partition is shed (empty,
         no error). A full reader queue fails only that partition. Reads not done within
-        ``remote.fetch.max.wait.ms`` come back empty without error.
+        ``remote.fetch.max.wait.ms`` come back empty without error; they go on, and the next
+        Fetch at their offset gets what they read (``abandoned_reads``).
         """
         results: list[RemoteFetchResult | None] = [None] * len(requests)
         reads: dict[int, tuple[Future[RemoteFetchResult], RemoteReadSpec | None]] = {}
@@ -565,8 +566,9 @@ class RemoteLogManager:
         return ready if ready is not None else RemoteFetchResult(req)
 
     def _unclaimed(self, spec: RemoteReadSpec, result: RemoteFetchResult) -> None:
-        """A read given up on completed before any Fetch took it over: its records go back
-        to its cursor (``RemoteReader.unread``)."""
+        """A read given up on whose records no Fetch will send (it ended before a Fetch
+        took it over, or they do not fit the one that did): they go back to its cursor
+        (``RemoteReader.unread``)."""
         if result.error is ErrorCode.NONE and result.records:
             self.reader.unread(spec, result.records)
 
