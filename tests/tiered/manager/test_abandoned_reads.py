@@ -70,22 +70,19 @@ def given_up(st: Stack, req: RemoteFetchRequest) -> None:
 
 
 def taken_over(st: Stack, gated: Gated, req: RemoteFetchRequest) -> RemoteFetchResult:
-    """``req`` read while the read given up on still runs: once ``req``'s Fetch has taken it
-    over, the gate opens."""
-
-    async def fetch() -> RemoteFetchResult:
-        task = asyncio.ensure_future(st.rlm.read_remote([req], 50 << 20))
-        for _ in range(int(DEADLINE_S * 1000)):
-            if st.rlm.abandoned_reads == 0:
-                break
-            await asyncio.sleep(0.001)
-        assert st.rlm.abandoned_reads == 0, "the read was not taken over"
+    """``req`` read (on a thread of its own) while the read given up on still runs: once
+    ``req``'s Fetch has taken it over, the gate opens."""
+    got: list[RemoteFetchResult] = []
+    fetch = threading.Thread(target=lambda: got.append(read(st, req)))
+    fetch.start()
+    try:
+        wait_until(lambda: st.rlm.abandoned_reads == 0, "the read to be taken over")
+    finally:
         gated.gate.set()
-        (res,) = await task
-        assert res.request is req  # it answers the Fetch that waited for it
-        return res
-
-    return asyncio.run(fetch())
+        fetch.join(DEADLINE_S)
+    (res,) = got
+    assert res.request is req  # it answers the Fetch that waited for it
+    return res
 
 
 def test_the_next_fetch_at_the_offset_waits_for_the_read_given_up_on(st: Stack) -> None:
