@@ -594,7 +594,7 @@ class RemoteLogManager:
         data = self.reader.read_ready(spec)
         if data is None:
             return None
-        labels = (req.log.tp.topic, str(req.log.tp.partition))
+        labels = _labels(req)
         self.metrics.fetch_requests.labels(*labels).inc()
         self.metrics.fetch_ready.labels(*labels).inc()
         return self._served(req, data)
@@ -603,7 +603,7 @@ class RemoteLogManager:
         """The read on the reader pool, with the spec the event loop built (None: the log
         has no topic id)."""
         lg = req.log
-        labels = (lg.tp.topic, str(lg.tp.partition))
+        labels = _labels(req)
         self.metrics.fetch_requests.labels(*labels).inc()
         if spec is None:
             return RemoteFetchResult(req, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -622,9 +622,7 @@ class RemoteLogManager:
 
     def _served(self, req: RemoteFetchRequest, data: RemoteReadData) -> RemoteFetchResult:
         self.fetch_quota.record(len(data.records))
-        self.metrics.fetch_bytes.labels(req.log.tp.topic, str(req.log.tp.partition)).inc(
-            len(data.records)
-        )
+        self.metrics.fetch_bytes.labels(*_labels(req)).inc(len(data.records))
         return RemoteFetchResult(
             req, records=data.records, aborted_transactions=data.aborted_transactions
         )
@@ -726,4 +724,5 @@ def _read_key(spec: RemoteReadSpec) -> tuple[int, bool]:
 
 
 def _labels(req: RemoteFetchRequest) -> tuple[str, str]:
+    """The per-partition metric labels of a remote read."""
     return req.log.tp.topic, str(req.log.tp.partition)
