@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import mmap
+import resource
 
 from tierlog.storage.objectstore.buffers import ChunkBuffers
+
+MiB = 1 << 20
 
 
 def test_a_slot_returns_only_after_its_last_view_is_released() -> None:
@@ -60,3 +63,40 @@ def test_padded_finds_only_the_page_aligned_head_of_one_of_its_slots() -> None:
     assert pool.padded(memoryview(bytearray(9000)), 4096) is None
     other = ChunkBuffers(10_000, 1).lease(10)
     assert other is not None and pool.padded(other, 4096) is None
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def test_pretouch_makes_every_slot_resident_and_leaves_a_leased_one_as_it_was() -> None:
+    """Writing every slot after ``pretouch`` takes no page faults (each slot would take one
+    per page otherwise), and a chunk received into a slot before it is still there."""
+    slots, slot_size = 8, MiB
+    pool = ChunkBuffers(slot_size, slots)
+    leased = pool.lease(slot_size)
+    assert leased is not None
+    leased[:4] = b"keep"
+    assert pool.pretouch() == slots * slot_size
+    assert bytes(leased[:4]) == b"keep"
+    views = [leased] + [pool.lease(slot_size) for _ in range(slots - 1)]
+    before = _minor_faults()
+    for view in views:
+        assert view is not None
+        view[:: mmap.PAGESIZE] = b"x" * (slot_size // mmap.PAGESIZE)
+    pages = slots * slot_size // mmap.PAGESIZE
+    assert _minor_faults() - before < pages // 20
+
+    fresh = ChunkBuffers(slot_size, slots)
+    untouched = [fresh.lease(slot_size) for _ in range(slots)]
+    before = _minor_faults()
+    for view in untouched:
+        assert view is not None
+        view[:: mmap.PAGESIZE] = b"x" * (slot_size // mmap.PAGESIZE)
+    assert _minor_faults() - before >= pages
+
+
+def test_pretouch_of_a_closed_pool_touches_nothing() -> None:
+    pool = ChunkBuffers(MiB, 4)
+    pool.close()
+    assert pool.pretouch() == 0

@@ -28,6 +28,7 @@ from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.cache import SLOT_FILE_NAME
 from tierlog.storage.objectstore.config import ObjectStoreConfig
 from tierlog.storage.objectstore.direct_get import DirectGetError, _PlainConnection
+from tierlog.storage.objectstore.errors import ObjectStoreConfigError
 from tierlog.tiered.api import RemoteResourceNotFoundException
 
 
@@ -257,3 +258,24 @@ def test_a_plain_get_refuses_what_it_does_not_expect(head: bytes, error: str) ->
         conn.get(url, "k", 10, 15, memoryview(bytearray(5)), None)
     conn.close()
     thread.join(5)
+
+
+def test_pretouch_makes_the_whole_get_pool_resident_when_configured(
+    s3_bucket: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``fetch.buffers.pretouch.enabled=true``: the plugin backs every slot of its pool
+    with memory on a thread of its own after ``configure``; off by default."""
+    caplog.set_level("INFO", logger="tierlog.storage.objectstore.rsm")
+    props = s3_bucket | {"chunk.size": str(MiB), "fetch.chunk.cache.prefetch.total.max.size": "0"}
+    plain = make_rsm(props)
+    assert plain.backend.direct is not None
+    plain.close()
+    assert "made resident" not in caplog.text
+    rsm = make_rsm(props | {"fetch.buffers.pretouch.enabled": "true"})
+    assert rsm.backend.direct is not None
+    pool = rsm.backend.direct.buffers
+    expected = f"GET buffers: {pool.capacity * pool.slot_size >> 20} MiB made resident"
+    wait_until(lambda: expected in caplog.text, what="the pool made resident")
+    rsm.close()
+    with pytest.raises(ObjectStoreConfigError, match=r"fetch\.buffers\.pretouch\.enabled"):
+        ObjectStoreConfig.from_props(s3_bucket | {"fetch.buffers.pretouch.enabled": "maybe"})

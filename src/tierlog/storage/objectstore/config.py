@@ -68,6 +68,7 @@ class ObjectStoreConfig:
     fetch_indexes_cache_retention_ms: int = 600_000
     fetch_thread_pool_size: int = 8
     fetch_direct_get_enabled: bool = True
+    fetch_buffers_pretouch_enabled: bool = False
     custom_metadata_enabled: bool = True
 
     @classmethod
@@ -160,6 +161,7 @@ class ObjectStoreConfig:
             ),
             fetch_thread_pool_size=p.integer("fetch.thread.pool.size", 8, minimum=1, maximum=256),
             fetch_direct_get_enabled=p.boolean("fetch.direct.get.enabled", True),
+            fetch_buffers_pretouch_enabled=p.boolean("fetch.buffers.pretouch.enabled", False),
             custom_metadata_enabled=p.boolean("custom.metadata.enabled", True),
         )
 

@@ -42,6 +42,7 @@ from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.backend import ObjectBackend
 from tierlog.storage.objectstore.budget import ReadAheadBudget
+from tierlog.storage.objectstore.buffers import ChunkBuffers
 from tierlog.storage.objectstore.cache import (
     PENDING_WRITES,
     Cache,
@@ -101,6 +102,21 @@ from tierlog.tiered.api import (
 log = logging.getLogger(__name__)
 
 _MAX_READ_AHEAD_THREADS = 256
+
+
+def _pretouch(buffers: ChunkBuffers) -> None:
+    """``fetch.buffers.pretouch.enabled``: the GET pool made resident off every reader's
+    path, on a thread of its own that the plugin's ``close`` joins."""
+    started = time.monotonic()
+    done = buffers.pretouch()
+    if done is None:
+        log.info("GET buffers: this kernel cannot populate memory ahead (MADV_POPULATE_WRITE)")
+    else:
+        log.info(
+            "GET buffers: %d MiB made resident in %.2f s", done >> 20, time.monotonic() - started
+        )
+
+
 #: Partitions whose last read-ahead window is remembered for their next stream.
 _LAWS_REMEMBERED = 1024
 #: First-touch loads (an ``.indexes`` blob, a chunk 0) kept for their segment at most.
@@ -222,6 +238,15 @@ class ObjectStoreRemoteStorageManager(
                 "chunk_memory", capacity_bytes=capacity, ttl_seconds=chunk_ttl, weigher=len
             )
         self._caching_chunks = cfg.fetch_chunk_cache_class != "none"
+        self._pretouch: threading.Thread | None = None
+        if cfg.fetch_buffers_pretouch_enabled and self.backend.direct is not None:
+            self._pretouch = threading.Thread(
+                target=_pretouch,
+                args=(self.backend.direct.buffers,),
+                name="tierlog-rsm-pretouch",
+                daemon=True,
+            )
+            self._pretouch.start()
 
     @property
     def read_ahead_bytes(self) -> int:
@@ -280,6 +305,8 @@ class ObjectStoreRemoteStorageManager(
             self._cache_writer.shutdown(wait=True, cancel_futures=True)
         self.read_ahead_budget.close()
         self.backend.close()
+        if self._pretouch is not None:  # stops at its next slot: the pool is closed
+            self._pretouch.join()
         self.chunk_cache.close()
         self.manifest_cache.clear()
         self.index_cache.clear()
