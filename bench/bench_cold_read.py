@@ -456,6 +456,7 @@ class ColdRead:
     ready_reads: float = 0.0  # of which answered on the event loop
     expires: float = 0.0  # remote reads a Fetch stopped waiting for (remote.fetch.max.wait.ms)
     taken_over: float = 0.0  # of which a later Fetch at the same offset waited for
+    kernel_s: float = 0.0  # of ``cpu_s``, the broker's time in the kernel
 
 
 def fetch_requests(broker: Broker) -> tuple[float, float, float, float, float, float]:
@@ -489,6 +490,13 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def kernel_seconds(pid: int) -> float:
+    """The system part of ``cpu_seconds``: on loopback the sender's ``writev`` also runs the
+    receiver's TCP path, so a read's socket traffic shows here, not in Python."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def context_switches(pid: int) -> int:
@@ -588,6 +596,7 @@ def cold_read(
     before = broker.rss()
     fetches_before = fetch_requests(broker)
     cpu_before = cpu_seconds(broker.pid)
+    kernel_before = kernel_seconds(broker.pid)
     faults_before = minor_faults(broker.pid)
     switches_before = context_switches(broker.pid)
     names = thread_names(broker.pid)
@@ -623,6 +632,7 @@ def cold_read(
         else:
             kc = kcat_read(broker.bootstrap, topic, fetch_wait_ms)
     cpu = cpu_seconds(broker.pid) - cpu_before
+    kernel = kernel_seconds(broker.pid) - kernel_before
     faults = minor_faults(broker.pid) - faults_before
     switches = context_switches(broker.pid) - switches_before
     names.update(thread_names(broker.pid))
@@ -664,6 +674,7 @@ def cold_read(
         kc.per_partition,
         windows.samples,
         *(a - b for a, b in zip(fetch_requests(broker), fetches_before, strict=True)),
+        kernel_s=kernel,
     )
 
 
@@ -725,6 +736,7 @@ class StoreRun:
     #: round's ceiling is their mean, so a neighbour's load that comes or goes between the
     #: cold read and one of them moves the ratio half as much
     raws_before: list[RawRead]
+    hot_kernel: list[float]  # of ``hot_cpu``, the broker's time in the kernel
 
 
 def load_topics(
@@ -821,6 +833,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
     segment = str(args.segment_mib * MiB)
     parallel = args.ceiling_inflight
     hot_cpu: list[float] = []
+    hot_kernel: list[float] = []
     hot_fetches: list[float] = []
     waste: Waste | None = None
     first_bytes: list[float] = []
@@ -872,8 +885,10 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
             raw_store_cpu.append(cpu_seconds(store.proc.pid) - store_before)
             fetches_before = fetch_requests(broker)
             cpu_before = cpu_seconds(broker.pid)
+            kernel_before = kernel_seconds(broker.pid)
             hots.append(kcat_read(broker.bootstrap, HOT, args.kcat_fetch_wait_ms))
             hot_cpu.append(cpu_seconds(broker.pid) - cpu_before)
+            hot_kernel.append(kernel_seconds(broker.pid) - kernel_before)
             hot_fetches.append(fetch_requests(broker)[0] - fetches_before[0])
         single_get = raw_parallel_get(backend, objects[:1], args.chunk_mib * MiB, 1)
         if args.window_table:  # one more cold read per mode, its window sampled
@@ -941,6 +956,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         hot_fetches,
         second_passes,
         raws_before,
+        hot_kernel,
     )
 
 
@@ -1198,7 +1214,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         print(
             f"(d) {name}: broker RSS {cr.rss_before / MiB:.0f} MiB before, peak "
             f"{cr.rss_peak / MiB:.0f} MiB (+{(cr.rss_peak - cr.rss_before) / MiB:.0f}); broker CPU "
-            f"{cr.cpu_s / (total / GiB):.2f} s per GiB read, "
+            f"{cr.cpu_s / (total / GiB):.2f} s per GiB read "
+            f"({cr.kernel_s / (total / GiB):.2f} s in the kernel), "
             f"{cr.minor_faults / (total / GiB):,.0f} minor page faults, "
             f"{cr.switches / (total / GiB):,.0f} context switches per GiB; "
             f"{cr.fetches / (total / GiB):,.0f} Fetch requests per GiB, "
@@ -1209,7 +1226,8 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"({cr.taken_over:.0f} taken over by the next Fetch)"
             + (
                 f" (hot: {run.hot_fetches[r] / (total / GiB):,.0f} per GiB, "
-                f"{run.hot_cpu[r] / max(run.hot_fetches[r], 1) * 1000:.2f} ms each)"
+                f"{run.hot_cpu[r] / max(run.hot_fetches[r], 1) * 1000:.2f} ms each, "
+                f"{run.hot_kernel[r] / (total / GiB):.2f} s per GiB in the kernel)"
                 if r < len(run.hot_fetches)
                 else ""
             )
