@@ -306,6 +306,37 @@ def test_sixteen_streams_never_hold_more_than_the_budget(tmp_path: Path) -> None
         plugin.close()
 
 
+def test_read_ahead_gets_in_flight_never_exceed_the_concurrency_setting(tmp_path: Path) -> None:
+    """``fetch.chunk.cache.prefetch.max.concurrency``: with room in the budget for every
+    stream's window, the read-ahead GETs at the store at once stay within the setting, and
+    the chunks past it wait their turn (each still fetched once, every byte served)."""
+    plugin = adaptive_rsm(
+        tmp_path,
+        fetch_chunk_cache_prefetch_total_max_size=str(64 * CHUNK),
+        fetch_chunk_cache_prefetch_max_concurrency="4",
+    )
+    try:
+        segments = [upload(plugin, tmp_path, 10, seed=s) for s in range(1, 9)]
+        store = DelayedBackend(plugin.backend, latency=0.02)
+        plugin.backend = store
+
+        def read_all(md: RemoteLogSegmentMetadata) -> bytes:
+            with plugin.fetch_log_segment(md, 0) as stream:
+                out = bytearray()
+                while part := stream.read(CHUNK):
+                    out += part
+                return bytes(out)
+
+        with ThreadPoolExecutor(8) as readers:
+            got = list(readers.map(read_all, [md for md, _ in segments]))
+        assert got == [data for _, data in segments]
+        assert sum(store.ahead_issued.values()) > 4  # read-ahead did run
+        assert store.max_ahead_in_flight <= 4
+        assert set(store.issued.values()) == {1}
+    finally:
+        plugin.close()
+
+
 def test_a_stream_that_stops_being_read_gives_its_share_back(tmp_path: Path) -> None:
     plugin = adaptive_rsm(
         tmp_path,

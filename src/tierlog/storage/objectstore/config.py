@@ -62,6 +62,7 @@ class ObjectStoreConfig:
     fetch_chunk_cache_prefetch_max_size: int = 16 * MiB
     fetch_chunk_cache_prefetch_total_max_size: int = 256 * MiB
     fetch_chunk_cache_prefetch_idle_timeout_ms: int = 5_000
+    fetch_chunk_cache_prefetch_max_concurrency: int = 32
     fetch_manifest_cache_size: int = 16 * MiB
     fetch_manifest_cache_retention_ms: int = 3_600_000
     fetch_indexes_cache_size: int = 32 * MiB
@@ -150,6 +151,9 @@ class ObjectStoreConfig:
             ),
             fetch_chunk_cache_prefetch_idle_timeout_ms=p.integer(
                 "fetch.chunk.cache.prefetch.idle.timeout.ms", 5_000, minimum=1
+            ),
+            fetch_chunk_cache_prefetch_max_concurrency=p.integer(
+                "fetch.chunk.cache.prefetch.max.concurrency", 32, minimum=1, maximum=256
             ),
             fetch_manifest_cache_size=p.integer("fetch.manifest.cache.size", 16 * MiB, minimum=0),
             fetch_manifest_cache_retention_ms=p.integer(

@@ -101,8 +101,6 @@ from tierlog.tiered.api import (
 
 log = logging.getLogger(__name__)
 
-_MAX_READ_AHEAD_THREADS = 256
-
 
 def _pretouch(buffers: ChunkBuffers) -> None:
     """``fetch.buffers.pretouch.enabled``: the GET pool made resident off every reader's
@@ -187,7 +185,7 @@ class ObjectStoreRemoteStorageManager(
         self._laws_lock = threading.Lock()
         budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
         self._ahead_pool = ThreadPoolExecutor(
-            min(_MAX_READ_AHEAD_THREADS, max(1, budget_chunks)),
+            min(cfg.fetch_chunk_cache_prefetch_max_concurrency, max(1, budget_chunks)),
             thread_name_prefix="tierlog-rsm-ahead",
         )
         self._cache_writer: ThreadPoolExecutor | None = None
