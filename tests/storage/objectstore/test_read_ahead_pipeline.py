@@ -277,6 +277,24 @@ def test_chunks_found_warmed_do_not_count_as_gets_for_the_window(tmp_path: Path)
         plugin.close()
 
 
+def read_at_once(
+    plugin: ObjectStoreRemoteStorageManager,
+    segments: list[tuple[RemoteLogSegmentMetadata, bytes]],
+    step: int,
+) -> list[bytes]:
+    """Every segment read whole, ``step`` bytes per call, by one thread per segment at once."""
+
+    def read_all(md: RemoteLogSegmentMetadata) -> bytes:
+        with plugin.fetch_log_segment(md, 0) as stream:
+            out = bytearray()
+            while part := stream.read(step):
+                out += part
+            return bytes(out)
+
+    with ThreadPoolExecutor(len(segments)) as readers:
+        return list(readers.map(read_all, [md for md, _ in segments]))
+
+
 def test_sixteen_streams_never_hold_more_than_the_budget(tmp_path: Path) -> None:
     budget_chunks = 12
     plugin = adaptive_rsm(
@@ -286,17 +304,7 @@ def test_sixteen_streams_never_hold_more_than_the_budget(tmp_path: Path) -> None
         segments = [upload(plugin, tmp_path, 10, seed=s) for s in range(1, 17)]
         store = DelayedBackend(plugin.backend, latency=0.02)
         plugin.backend = store
-
-        def read_all(md: RemoteLogSegmentMetadata) -> bytes:
-            with plugin.fetch_log_segment(md, 0) as stream:
-                out = bytearray()
-                while part := stream.read(CHUNK // 2):
-                    out += part
-                return bytes(out)
-
-        with ThreadPoolExecutor(16) as readers:
-            got = list(readers.map(read_all, [md for md, _ in segments]))
-        assert got == [data for _, data in segments]
+        assert read_at_once(plugin, segments, CHUNK // 2) == [data for _, data in segments]
         budget = plugin.read_ahead_budget
         assert 0 < budget.peak <= budget_chunks * CHUNK
         assert store.max_ahead_in_flight <= budget_chunks  # counted at the store
@@ -319,17 +327,7 @@ def test_read_ahead_gets_in_flight_never_exceed_the_concurrency_setting(tmp_path
         segments = [upload(plugin, tmp_path, 10, seed=s) for s in range(1, 9)]
         store = DelayedBackend(plugin.backend, latency=0.02)
         plugin.backend = store
-
-        def read_all(md: RemoteLogSegmentMetadata) -> bytes:
-            with plugin.fetch_log_segment(md, 0) as stream:
-                out = bytearray()
-                while part := stream.read(CHUNK):
-                    out += part
-                return bytes(out)
-
-        with ThreadPoolExecutor(8) as readers:
-            got = list(readers.map(read_all, [md for md, _ in segments]))
-        assert got == [data for _, data in segments]
+        assert read_at_once(plugin, segments, CHUNK) == [data for _, data in segments]
         assert sum(store.ahead_issued.values()) > 4  # read-ahead did run
         assert store.max_ahead_in_flight <= 4
         assert set(store.issued.values()) == {1}
