@@ -1119,6 +1119,15 @@ BROKER_KEYS.add(
     ),
     K("remote.fetch.max.wait.ms", INT, 500, "Timeout of a delayed remote fetch.", at_least(1)),
     K(
+        "remote.fetch.partial.wait.ms",
+        INT,
+        20,
+        "tierlog: once remote reads of a Fetch have records, how much longer it waits for its "
+        "other remote reads; those still running are kept for the next Fetch at their offsets. "
+        "At remote.fetch.max.wait.ms or more a Fetch waits for all of them, as Kafka's does.",
+        at_least(0),
+    ),
+    K(
         "log.remote.copy.lag.ms",
         LONG,
         0,

@@ -157,8 +157,9 @@ METRIC_DOCS: tuple[MetricDoc, ...] = (
         "counter",
         "topic, partition",
         "Remote reads a Fetch stopped waiting for after `remote.fetch.max.wait.ms` (Kafka's "
-        "DelayedRemoteFetch `ExpiresPerSec`); the read goes on, and the next Fetch at that "
-        "offset gets what it read.",
+        "DelayedRemoteFetch `ExpiresPerSec`), or after `remote.fetch.partial.wait.ms` once "
+        "other remote reads of the Fetch had records; the read goes on, and the next Fetch at "
+        "that offset gets what it read.",
     ),
     MetricDoc(
         "tierlog_remote_fetch_taken_over_total",

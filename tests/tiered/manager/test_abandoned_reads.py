@@ -131,6 +131,54 @@ def test_a_fetch_with_other_limits_does_not_take_over_the_read(st: Stack) -> Non
     wait_until(lambda: st.rlm.abandoned_reads == 0, "the read given up on to end")
 
 
+def test_once_some_reads_have_records_the_fetch_leaves_a_slow_one_to_the_next(
+    tmp_path: Path,
+) -> None:
+    """``remote.fetch.partial.wait.ms``: a Fetch of two remote reads, one of them held at
+    the store, answers with the other's records instead of waiting out
+    ``remote.fetch.max.wait.ms`` (a minute here); the held read goes on, and the next Fetch
+    at its offset gets what it read, from the one stream it opened."""
+    s = make_stack(
+        tmp_path,
+        rlm_overrides={"remote_fetch_max_wait_ms": 60_000, "remote_fetch_partial_wait_ms": 0},
+    )
+    try:
+        offload(s)
+        slow = s.remote()[1]  # offsets 10..19
+        gate = threading.Event()
+        opened: list[int] = []
+        real = s.rsm.fetch_log_segment
+        with real(slow, 0) as f:
+            batch = scan_batches(memoryview(f.read()))[0].size
+
+        def fetch(
+            metadata: RemoteLogSegmentMetadata, start: int, end: int | None = None
+        ) -> BinaryIO:
+            opened.append(metadata.start_offset)
+            if metadata.remote_log_segment_id == slow.remote_log_segment_id:
+                gate.wait(DEADLINE_S)
+            return real(metadata, start, end)
+
+        s.rsm.fetch_log_segment = fetch  # type: ignore[method-assign]
+        fast, held = asyncio.run(
+            s.rlm.read_remote(
+                # one batch for the slow read, which then parks its cursor mid-segment
+                [RemoteFetchRequest(s.log, 0, 1 << 20), RemoteFetchRequest(s.log, 10, batch)],
+                50 << 20,
+            )
+        )
+        assert offsets(fast) == list(range(10))
+        assert (held.error, held.records) == (ErrorCode.NONE, b"")  # nothing yet, no error
+        assert s.rlm.abandoned_reads == 1
+        assert s.metric("tierlog_remote_fetch_expires_total") == 1
+        gate.set()
+        assert offsets(read(s, RemoteFetchRequest(s.log, 10, batch))) == [10]
+        assert offsets(read(s, RemoteFetchRequest(s.log, 11, batch))) == [11]
+        assert opened.count(10) == 1
+    finally:
+        s.close()
+
+
 # --- AbandonedReads on its own ------------------------------------------------------------
 
 TIP = TopicIdPartition(uuid.UUID(int=9), "t", 0)

@@ -1,14 +1,15 @@
 """Remote reads a Fetch stopped waiting for, kept for the next Fetch at the same offset.
 
-A remote read not done within ``remote.fetch.max.wait.ms`` leaves its partition empty in
-that Fetch's response, as Kafka's DelayedRemoteFetch does, but the read itself cannot be
-stopped: it waits in a reader thread for a chunk whose GET is in flight. Kafka cancels the
-task without interrupting it and drops what it read, and the consumer's next Fetch, at the
-same offset, starts a read of its own. Here that second read would find no parked cursor
-(the first read still holds it), open a second stream over the segment, and GET again every
-chunk the first stream's read-ahead has in flight. With eight partitions read cold by one
-consumer, where 59 GETs in flight made each take 0.5-0.85 s, 19 of 147 chunk GETs were such
-repeats, and every repeat waited again.
+A remote read not done within ``remote.fetch.max.wait.ms`` (or within
+``remote.fetch.partial.wait.ms`` after other reads of its Fetch had records) leaves its
+partition empty in that Fetch's response, as Kafka's DelayedRemoteFetch does, but the read
+itself cannot be stopped: it waits in a reader thread for a chunk whose GET is in flight.
+Kafka cancels the task without interrupting it and drops what it read, and the consumer's
+next Fetch, at the same offset, starts a read of its own. Here that second read would find
+no parked cursor (the first read still holds it), open a second stream over the segment,
+and GET again every chunk the first stream's read-ahead has in flight. With eight
+partitions read cold by one consumer, where 59 GETs in flight made each take 0.5-0.85 s, 19
+of 147 chunk GETs were such repeats, and every repeat waited again.
 
 So a read given up on is kept here, by partition and offset, until either
 

@@ -57,6 +57,8 @@ class RemoteLogManagerConfig:
         "remote.log.manager.fetch.quota.window.size.seconds"
     )
     remote_fetch_max_wait_ms: int = _key("remote.fetch.max.wait.ms")
+    remote_fetch_partial_wait_ms: int = _key("remote.fetch.partial.wait.ms")
+    """How long a Fetch whose remote reads have some records still waits for the rest."""
     list_offsets_timeout_ms: int = _key("remote.list.offsets.request.timeout.ms")
     copy_lag_ms: int = _key("log.remote.copy.lag.ms")
     """0 uploads a segment as soon as it is sealed."""

@@ -477,8 +477,9 @@ class RemoteLogManager:
         up front so the concurrent reads together stay within the budget; only the first may
         return one batch larger than that. Over the fetch quota every partition is shed (empty,
         no error). A full reader queue fails only that partition. Reads not done within
-        ``remote.fetch.max.wait.ms`` come back empty without error; they go on, and the next
-        Fetch at their offset gets what they read (``abandoned_reads``).
+        ``remote.fetch.max.wait.ms`` (or ``remote.fetch.partial.wait.ms`` after others had
+        records, ``_wait_for_reads``) come back empty without error; they go on, and the
+        next Fetch at their offset gets what they read (``abandoned_reads``).
         """
         results: list[RemoteFetchResult | None] = [None] * len(requests)
         reads: dict[int, tuple[Future[RemoteFetchResult], RemoteReadSpec | None]] = {}
@@ -518,9 +519,8 @@ class RemoteLogManager:
             reads[i] = (fut, spec)
             waiting[asyncio.wrap_future(fut)] = i
         if waiting:
-            _done, pending = await asyncio.wait(
-                waiting, timeout=self.config.remote_fetch_max_wait_ms / 1000
-            )
+            have_records = any(r is not None and r.records for r in results)
+            pending = await self._wait_for_reads(set(waiting), have_records)
             for f, i in waiting.items():
                 if f in pending:
                     self.metrics.fetch_expires.labels(*_labels(requests[i])).inc()
@@ -538,6 +538,35 @@ class RemoteLogManager:
         return [
             r if r is not None else RemoteFetchResult(requests[i]) for i, r in enumerate(results)
         ]
+
+    async def _wait_for_reads(
+        self, reads: set[asyncio.Future[RemoteFetchResult]], have_records: bool
+    ) -> set[asyncio.Future[RemoteFetchResult]]:
+        """Wait for a Fetch's remote reads; the ones not done in time. All of them get
+        ``remote.fetch.max.wait.ms``, but once the Fetch has records from some (served on
+        the loop, or a read that ended), the others only ``remote.fetch.partial.wait.ms``
+        more. One consumer's partitions share its Fetches: waiting for the slowest stalls
+        the others, whose loaded chunks then hold the read-ahead budget the slow one's GETs
+        need. A read left behind goes on, and the next Fetch there takes it over."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.remote_fetch_max_wait_ms / 1000
+        partial_s = self.config.remote_fetch_partial_wait_ms / 1000
+        if have_records:
+            deadline = min(deadline, loop.time() + partial_s)
+        pending = reads
+        while pending:
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                break
+            done, pending = await asyncio.wait(
+                pending,
+                timeout=timeout,
+                return_when=asyncio.ALL_COMPLETED if have_records else asyncio.FIRST_COMPLETED,
+            )
+            if not have_records and any(_has_records(f) for f in done):
+                have_records = True
+                deadline = min(deadline, loop.time() + partial_s)
+        return pending
 
     @property
     def abandoned_reads(self) -> int:
@@ -726,3 +755,10 @@ def _read_key(spec: RemoteReadSpec) -> tuple[int, bool]:
 def _labels(req: RemoteFetchRequest) -> tuple[str, str]:
     """The per-partition metric labels of a remote read."""
     return req.log.tp.topic, str(req.log.tp.partition)
+
+
+def _has_records(read: asyncio.Future[RemoteFetchResult]) -> bool:
+    """Whether a remote read that is done gave records (a failed one gave none)."""
+    if read.cancelled() or read.exception() is not None:
+        return False
+    return bool(read.result().records)

@@ -72,7 +72,8 @@ class RemoteMetrics:
         )
         self.fetch_expires = per_partition_counter(
             "tierlog_remote_fetch_expires",
-            "Remote reads a Fetch stopped waiting for after remote.fetch.max.wait.ms "
+            "Remote reads a Fetch stopped waiting for after remote.fetch.max.wait.ms, or "
+            "remote.fetch.partial.wait.ms once others had records "
             "(DelayedRemoteFetchMetrics ExpiresPerSec).",
         )
         self.fetch_taken_over = per_partition_counter(
