@@ -159,7 +159,7 @@ def test_once_some_reads_have_records_the_fetch_leaves_a_slow_one_to_the_next(
                 gate.wait(DEADLINE_S)
             return real(metadata, start, end)
 
-        s.rsm.fetch_log_segment = fetch  # type: ignore[method-assign]
+        s.rsm.fetch_log_segment = fetch  # type: ignore[method-assign,assignment]
         fast, held = asyncio.run(
             s.rlm.read_remote(
                 # one batch for the slow read, which then parks its cursor mid-segment
