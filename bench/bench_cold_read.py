@@ -37,10 +37,12 @@ and the bound is N x prefetch / latency. kcat runs with ``fetch.wait.max.ms=10``
 cost inside both figures that at the default 500 ms dominated the hot read.
 
 Each round then reads a second cold topic of the same volume without a restart
-(``--second-pass``, on by default): a restart leaves the GET buffer pool untouched, so the
-first cold read after it pays the pool's page faults (about a thousand per 4 MiB slot, once
-per broker), and the second read shows what a broker that has served cold reads before
-spends per GiB.
+(``--second-pass``, on by default): what a broker that has served cold reads before spends
+per GiB. The broker makes its GET buffer pool resident at start
+(``fetch.buffers.pretouch.enabled``, ``--no-pretouch`` to leave it off); without that the
+first cold read after a restart pays the pool's page faults (about a thousand per 4 MiB
+slot, once per broker, and on a VM whose balloon reports free memory to the host, ten
+times the cost of an ordinary fault).
 
 ``--ceiling`` then GETs every chunk straight from the store (no proxy, no broker, no kcat)
 with 4 to 32 in flight: what any reader of that store can get on this machine, so the cold
@@ -486,17 +488,21 @@ def fetch_requests(broker: Broker) -> tuple[float, float, float, float, float, f
     return count, seconds, remote, ready, expires, taken_over
 
 
-def cpu_seconds(pid: int) -> float:
+def _user_and_kernel_seconds(pid: int) -> tuple[float, float]:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(_user_and_kernel_seconds(pid))
 
 
 def kernel_seconds(pid: int) -> float:
     """The system part of ``cpu_seconds``: on loopback the sender's ``writev`` also runs the
     receiver's TCP path, so a read's socket traffic shows here, not in Python."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[12]) / os.sysconf("SC_CLK_TCK")
+    return _user_and_kernel_seconds(pid)[1]
 
 
 def context_switches(pid: int) -> int:
@@ -1134,8 +1140,7 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             else f" (!! {cold.messages}/{hot.messages} of {run.sent})"
         )
         before = run.raws_before[r]
-        ceiling_s = (before.seconds + raw.seconds) / 2
-        raw_rate = run.remote_bytes / MiB / ceiling_s
+        raw_rate = run.remote_bytes / MiB / ceiling_seconds(run, r)
         vs_ceiling = versus_ceiling(run, r, cold.seconds, total, args.transform)
         ratios.setdefault(cold.consumers, []).append(vs_ceiling)
         cpu_cold = cold.cpu_s / (total / GiB)
@@ -1259,12 +1264,17 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
         )
 
 
+def ceiling_seconds(run: StoreRun, r: int) -> float:
+    """Round ``r``'s ceiling: the mean time of the raw GETs before and after its cold read."""
+    return (run.raws_before[r].seconds + run.raws[r].seconds) / 2
+
+
 def versus_ceiling(run: StoreRun, r: int, cold_s: float, total: int, transform: str) -> float:
-    """Round ``r``'s cold read of ``cold_s`` seconds against the ceiling measured before and
-    after it. The ceiling GETs the same objects the cold read does: its time over the cold
-    read's, discounted (without transforms) by the part of the topic that is local; with
-    transforms the stored bytes are not the payload, and only the times compare."""
-    ceiling_s = (run.raws_before[r].seconds + run.raws[r].seconds) / 2
+    """Round ``r``'s cold read of ``cold_s`` seconds against its ceiling. The ceiling GETs the
+    same objects the cold read does: its time over the cold read's, discounted (without
+    transforms) by the part of the topic that is local; with transforms the stored bytes
+    are not the payload, and only the times compare."""
+    ceiling_s = ceiling_seconds(run, r)
     remote_share = run.remote_bytes / total if transform == "none" else 1.0
     return ceiling_s / cold_s * remote_share
 

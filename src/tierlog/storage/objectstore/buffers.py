@@ -21,9 +21,9 @@ the resident size follows the peak number of chunks held at once, up to the capa
 ``pretouch`` makes the whole pool resident up front instead, as the JVM's
 ``-XX:+AlwaysPreTouch`` does for a heap: the first cold reads after a start then cost what
 later ones do. On a VM whose balloon reports free guest pages to the host (virtio
-``free page reporting``), the first touch of a page the host took back costs ten times an
-ordinary fault, 7-10 CPU-seconds per GiB on this project's VMs, so the pool's first use
-could double a backfill's CPU and slow it on a busy core.
+``free page reporting``), the first touch of a page the host took back costs more than ten
+times an ordinary fault, 6-10 CPU-seconds per GiB on this project's VMs, so the pool's
+first use could double a backfill's CPU and slow it on a busy core.
 """
 
 from __future__ import annotations
