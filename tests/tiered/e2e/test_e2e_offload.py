@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
@@ -110,7 +111,12 @@ def test_active_segment_is_rolled_when_local_retention_is_breached(tiered: Tiere
     assert tiered.list_offsets(topic, 0, EARLIEST_LOCAL)[:2] == (0, 3)
 
 
-def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: TieredBroker) -> None:
+def test_one_fetch_of_eight_remote_partitions_reads_them_all_at_once(
+    tiered: TieredBroker,
+) -> None:
+    """One Fetch starts the remote reads of all eight partitions together. A read still
+    running once others have records (``remote.fetch.partial.wait.ms``) comes back empty
+    without an error and is the next Fetch's at that offset, as a consumer fetches again."""
     topic = "eight-remote"
     parts = 8
     tiered.create_topic(topic, parts, recipe())
@@ -118,21 +124,33 @@ def test_one_fetch_of_eight_remote_partitions_returns_data_for_all(tiered: Tiere
         tiered.produce(topic, range(2 * N + 1), partition=p)
     for p in range(parts):
         tiered.wait_tiered_up_to(topic, 2 * N, p)
-    with WireConnection.to_bootstrap(tiered.bootstrap) as c:
-        topics = {topic: [fetch_partition(p, 0) for p in range(parts)]}
+
+    def fetch(c: WireConnection, partitions: list[int]) -> dict[int, Any]:
+        topics = {topic: [fetch_partition(p, 0) for p in partitions]}
         r = c.call(
             ApiKey.FETCH,
             12,
             **fetch_fields(topics, max_bytes=50 << 20, max_wait=500, min_bytes=1),
         )
-    got = {p.partition_index: p for p in r.responses[0].partitions}
-    assert sorted(got) == list(range(parts))
+        return {p.partition_index: p for p in r.responses[0].partitions}
+
+    with WireConnection.to_bootstrap(tiered.bootstrap) as c:
+        got = fetch(c, list(range(parts)))
+        assert sorted(got) == list(range(parts))
+        wait_until(
+            lambda: {e.partition for e in tiered.events(topic, "FETCH")} == set(range(parts)),
+            30,
+            what="every partition's remote read started by the first Fetch",
+        )
+        deadline = time.monotonic() + 30
+        while empty := [p for p, resp in got.items() if not resp.records and not resp.error_code]:
+            assert time.monotonic() < deadline, f"partitions {empty} never answered"
+            got |= fetch(c, empty)
     for p, resp in got.items():
         assert resp.error_code == 0
         rows = offsets_and_values(bytes(resp.records or b""))
         # one remote read never spans two remote segments
         assert rows == [(i, value_of(i)) for i in range(N)], p
-    assert {e.partition for e in tiered.events(topic, "FETCH")} == set(range(parts))
 
 
 def test_every_documented_remote_metric_is_exported(tiered: TieredBroker) -> None:
