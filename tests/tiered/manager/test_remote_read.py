@@ -111,7 +111,13 @@ def test_fetch_over_quota_is_shed_without_error(tmp_path: Path) -> None:
 
 
 def test_eight_remote_partitions_in_one_fetch_all_return_data(tmp_path: Path) -> None:
-    st = make_stack(tmp_path)
+    """With the partial wait as long as the whole wait, one Fetch waits for all eight reads
+    (the default 20 ms would leave a read that a slow machine has not finished to the next
+    Fetch, which test_abandoned_reads covers)."""
+    st = make_stack(
+        tmp_path,
+        rlm_overrides={"remote_fetch_max_wait_ms": 60_000, "remote_fetch_partial_wait_ms": 60_000},
+    )
     logs = [st.log]
     try:
         st.produce(25, per_segment=10)
