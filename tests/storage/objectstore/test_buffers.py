@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import resource
+from pathlib import Path
 
 from tierlog.storage.objectstore.buffers import ChunkBuffers
 
 MiB = 1 << 20
+#: A transparent huge page on x86-64.
+HUGE_PAGE = 2 * MiB
 
 
 def test_a_slot_returns_only_after_its_last_view_is_released() -> None:
@@ -70,15 +74,18 @@ def _minor_faults() -> int:
 
 
 def test_pretouch_makes_every_slot_resident_and_leaves_a_leased_one_as_it_was() -> None:
-    """Writing every slot after ``pretouch`` takes no page faults (each slot would take one
-    per page otherwise), and a chunk received into a slot before it is still there."""
+    """After ``pretouch`` the pool's memory is resident (its mapping's RSS grew by the
+    whole pool) and writing every slot takes no page faults; a chunk received into a slot
+    before it is still there."""
     slots, slot_size = 8, MiB
     pool = ChunkBuffers(slot_size, slots)
     leased = pool.lease(slot_size)
     assert leased is not None
+    before_rss = _mapping(leased)["Rss"]
     leased[:4] = b"keep"
     assert pool.pretouch() == slots * slot_size
     assert bytes(leased[:4]) == b"keep"
+    assert _mapping(leased)["Rss"] - before_rss >= slots * slot_size - HUGE_PAGE
     views = [leased] + [pool.lease(slot_size) for _ in range(slots - 1)]
     before = _minor_faults()
     for view in views:
@@ -87,16 +94,42 @@ def test_pretouch_makes_every_slot_resident_and_leaves_a_leased_one_as_it_was() 
     pages = slots * slot_size // mmap.PAGESIZE
     assert _minor_faults() - before < pages // 20
 
-    fresh = ChunkBuffers(slot_size, slots)
-    untouched = [fresh.lease(slot_size) for _ in range(slots)]
-    before = _minor_faults()
-    for view in untouched:
-        assert view is not None
-        view[:: mmap.PAGESIZE] = b"x" * (slot_size // mmap.PAGESIZE)
-    assert _minor_faults() - before >= pages
+
+def test_the_pool_is_backed_by_huge_pages_where_the_system_allows_them() -> None:
+    """The mapping asks for transparent huge pages: with THP in ``madvise`` or ``always``
+    mode, part of a pretouched pool is in huge pages (all of it but the mapping's unaligned
+    ends when memory is not fragmented); with THP ``never``, none."""
+    pool = ChunkBuffers(4 * MiB, 4)
+    view = pool.lease(MiB)
+    assert view is not None
+    assert pool.pretouch() == 16 * MiB
+    huge = _mapping(view)["AnonHugePages"]
+    if "[never]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text():
+        assert huge == 0
+    else:
+        assert huge > 0
 
 
 def test_pretouch_of_a_closed_pool_touches_nothing() -> None:
     pool = ChunkBuffers(MiB, 4)
     pool.close()
     assert pool.pretouch() == 0
+
+
+def _mapping(view: memoryview) -> dict[str, int]:
+    """The ``/proc/self/smaps`` fields (in bytes) of the mapping that holds ``view``."""
+    address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    fields: dict[str, int] = {}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(maxsplit=1)[0]
+        if "-" in head and not head.endswith(":"):
+            start, end = (int(x, 16) for x in head.split("-"))
+            if inside:
+                break
+            inside = start <= address < end
+        elif inside and line.endswith(" kB"):
+            name, value = line.split(":", 1)
+            fields[name] = int(value.split()[0]) * 1024
+    assert fields, f"no mapping holds {address:#x}"
+    return fields

@@ -24,6 +24,14 @@ later ones do. On a VM whose balloon reports free guest pages to the host (virti
 ``free page reporting``), the first touch of a page the host took back costs more than ten
 times an ordinary fault, 6-10 CPU-seconds per GiB on this project's VMs, so the pool's
 first use could double a backfill's CPU and slow it on a busy core.
+
+The mapping asks for transparent huge pages (``MADV_HUGEPAGE``, which takes effect where
+the system's THP mode is ``madvise`` or ``always``). Every chunk is written to the disk
+cache with ``O_DIRECT`` from its slot, and the kernel pins the slot's pages for each write:
+512 times fewer pages to pin cost the cache writer 0.07-0.10 CPU-s per GiB read cold
+against 0.12-0.13 with 4 KiB pages (three alternating runs each). A slot is backed 2 MiB at
+a time, so a first touch takes one fault per 2 MiB instead of one per page. The pool's
+resident size stays bounded by its capacity, whole slots being what it holds.
 """
 
 from __future__ import annotations
@@ -38,6 +46,20 @@ from collections import deque
 #: ``madvise(2)`` advice that faults a range in writable (Linux 5.14); the ``mmap`` module
 #: of Python 3.11 does not name it.
 MADV_POPULATE_WRITE = 23
+
+
+def _advise_huge_pages(memory: mmap.mmap) -> None:
+    """Ask for transparent huge pages; a kernel built without them, or a platform whose
+    ``mmap`` has no such advice, keeps the 4 KiB pages (only the cache writer's CPU
+    differs)."""
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
+    if advice is None:
+        return
+    try:
+        memory.madvise(advice)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
 
 
 class ChunkBuffers:
@@ -55,6 +77,7 @@ class ChunkBuffers:
         self._memory = mmap.mmap(
             -1, self.slot_size * capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
         )
+        _advise_huge_pages(self._memory)
         # a class of its own, so that ``padded`` knows this pool's slots from other arrays
         self._slot_type: type[ctypes.Array[ctypes.c_char]] = type(
             "_Slot", (ctypes.c_char * self.slot_size,), {}
