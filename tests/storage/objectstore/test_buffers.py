@@ -95,19 +95,27 @@ def test_pretouch_makes_every_slot_resident_and_leaves_a_leased_one_as_it_was() 
     assert _minor_faults() - before < pages // 20
 
 
-def test_the_pool_is_backed_by_huge_pages_where_the_system_allows_them() -> None:
-    """The mapping asks for transparent huge pages: with THP in ``madvise`` or ``always``
-    mode, part of a pretouched pool is in huge pages (all of it but the mapping's unaligned
-    ends when memory is not fragmented); with THP ``never``, none."""
-    pool = ChunkBuffers(4 * MiB, 4)
-    view = pool.lease(MiB)
+def test_a_pretouched_pool_is_in_huge_pages_and_one_backed_as_used_is_not() -> None:
+    """A pretouched pool (resident whole anyway) asks for transparent huge pages, so with
+    THP in ``madvise`` or ``always`` mode part of it is in huge pages (all but the
+    mapping's unaligned ends when memory is not fragmented). A pool backed as it is used
+    does not ask: with THP ``madvise``, a small chunk in a slot holds its pages, not 2 MiB."""
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    pretouched = ChunkBuffers(4 * MiB, 4)
+    view = pretouched.lease(MiB)
     assert view is not None
-    assert pool.pretouch() == 16 * MiB
+    assert pretouched.pretouch() == 16 * MiB
     huge = _mapping(view)["AnonHugePages"]
-    if "[never]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text():
-        assert huge == 0
-    else:
-        assert huge > 0
+    assert huge == 0 if "[never]" in mode else huge > 0
+
+    used = ChunkBuffers(4 * MiB, 4)
+    slots = [used.lease(4 * MiB) for _ in range(4)]
+    for slot in slots:
+        assert slot is not None
+        slot[:] = b"x" * (4 * MiB)
+    assert slots[0] is not None
+    if "[madvise]" in mode:
+        assert _mapping(slots[0])["AnonHugePages"] == 0
 
 
 def test_pretouch_of_a_closed_pool_touches_nothing() -> None:
