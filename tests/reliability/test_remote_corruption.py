@@ -47,21 +47,25 @@ def _segment_starts(bucket: Bucket, topic: str) -> dict[int, str]:
 def _fetch_two(
     c: WireConnection, offset: int, healthy_offset: int
 ) -> dict[str, tuple[int, list[Any]]]:
-    """A Fetch v12 naming the damaged topic and a healthy tiered topic, sent again while the
-    damaged topic's partition comes back empty without an error, as a consumer fetches
-    again: once the healthy partition has records, a remote read still running is left to
-    the next Fetch (``remote.fetch.partial.wait.ms``). The last answer."""
+    """A Fetch v12 naming the damaged topic and a healthy tiered topic, sent again while
+    either partition comes back empty without an error, as a consumer fetches again: once
+    one partition has records, a remote read of the other still running is left to the
+    next Fetch (``remote.fetch.partial.wait.ms``). Each partition's first answer with
+    records or an error (the offsets do not change between the Fetches), else its last."""
     topics = {TOPIC: [fetch_partition(0, offset)], HEALTHY: [fetch_partition(0, healthy_offset)]}
     deadline = time.monotonic() + 30
+    answered: dict[str, tuple[int, list[Any]]] = {}
     while True:
         r = c.call(ApiKey.FETCH, 12, **fetch_fields(topics, max_bytes=4 << 20))
-        out: dict[str, tuple[int, list[Any]]] = {}
+        last: dict[str, tuple[int, list[Any]]] = {}
         for t in r.responses:
             p = t.partitions[0]
-            out[t.topic] = (int(p.error_code), offsets_and_values(bytes(p.records or b"")))
-        err, recs = out[TOPIC]
-        if err != 0 or recs or time.monotonic() >= deadline:
-            return out
+            last[t.topic] = (int(p.error_code), offsets_and_values(bytes(p.records or b"")))
+        for topic, (err, recs) in last.items():
+            if topic not in answered and (err != 0 or recs):
+                answered[topic] = (err, recs)
+        if len(answered) == len(topics) or time.monotonic() >= deadline:
+            return {**last, **answered}
 
 
 def test_corrupt_remote_objects_fail_only_the_affected_fetch(
