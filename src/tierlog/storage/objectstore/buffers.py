@@ -48,6 +48,8 @@ from collections import deque
 #: ``madvise(2)`` advice that faults a range in writable (Linux 5.14); the ``mmap`` module
 #: of Python 3.11 does not name it.
 MADV_POPULATE_WRITE = 23
+#: What ``madvise`` answers where the kernel does not know an advice.
+_ADVICE_UNKNOWN = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 def _advise_huge_pages(memory: mmap.mmap, huge: bool) -> None:
@@ -60,7 +62,7 @@ def _advise_huge_pages(memory: mmap.mmap, huge: bool) -> None:
     try:
         memory.madvise(advice)
     except OSError as e:
-        if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        if e.errno not in _ADVICE_UNKNOWN:
             raise
 
 
@@ -123,7 +125,7 @@ class ChunkBuffers:
             try:
                 self._memory.madvise(MADV_POPULATE_WRITE, index * self.slot_size, self.slot_size)
             except OSError as e:
-                if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                if e.errno in _ADVICE_UNKNOWN:
                     _advise_huge_pages(self._memory, False)  # backed as used, after all
                     return None
                 raise
