@@ -336,3 +336,27 @@ async def test_re_election_at_a_higher_epoch_keeps_ownership_and_writes() -> Non
         assert await pending is ErrorCode.NONE
         assert await fetched(c) == (ErrorCode.NONE, 11)
         assert store.loads == [MINE]
+
+
+@run_async
+async def test_a_txn_offset_commit_cancelled_during_its_write_still_joins_the_transaction() -> None:
+    """A copier that disconnects mid-TxnOffsetCommit cancels its request, but the offsets it
+    sent are in the log; the cache must hold them too, so the COMMIT marker applies them as a
+    reload would, and a restarted consumer does not read the copied records again."""
+    store = GatedStore()
+    store.release.set()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        await loaded(c, MINE)
+        store.append_gate = asyncio.Event()
+        committing = asyncio.ensure_future(c.commit_offsets(commit_req(55), producer=(9, 0)))
+        await asyncio.wait_for(store.appending.wait(), 10)
+        committing.cancel()
+        store.append_gate.set()
+        try:
+            await committing
+        except asyncio.CancelledError:
+            pass
+        assert (await stable(c))[0] is ErrorCode.UNSTABLE_OFFSET_COMMIT
+        c.on_marker(OFFSETS_TOPIC, MINE, 9, True, 20)
+        assert await stable(c) == (ErrorCode.NONE, 55)

@@ -32,6 +32,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.records: dict[int, list[KeyValue]] = {}
         self.fail_next: ErrorCode | None = None
+        self.raise_next: Exception | None = None
         self.gate: asyncio.Event | None = None
         self.load_gate: asyncio.Event | None = None
         self.waiting = asyncio.Event()  # set once an append or a load waits at its gate
@@ -45,6 +46,9 @@ class MemoryStore:
         if self.fail_next is not None:
             code, self.fail_next = self.fail_next, None
             return code
+        if self.raise_next is not None:
+            exc, self.raise_next = self.raise_next, None
+            raise exc
         self.records.setdefault(partition, []).append((key, value))
         return ErrorCode.NONE
 
@@ -508,5 +512,59 @@ def test_a_sender_replaces_a_connection_left_idle_past_its_limit() -> None:
             await channel.close()
             assert len(connects) == 2 // rounds_per_connection
             assert closed == connects  # the idle one at once, the last at close
+
+    run(body)
+
+
+def test_a_request_cancelled_during_its_write_still_applies_the_write() -> None:
+    """A client that disconnects mid-EndTxn cancels its request; the write it started lands
+    all the same, so the id is not left pending (CONCURRENT_TRANSACTIONS) for ever."""
+
+    async def body(rig: Rig) -> None:
+        c = rig.coordinator
+        pid = (await c.init_producer_id("a", 30_000)).producer_id
+        assert await c.add_partitions("a", pid, 0, [TP0]) is ErrorCode.NONE
+        rig.store.gate = asyncio.Event()
+        ending = asyncio.ensure_future(c.end_txn("a", pid, 0, True))
+        await asyncio.wait_for(rig.store.waiting.wait(), 10)
+        ending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await ending
+        rig.store.gate.set()
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
+        assert rig.leaders.markers == [(pid, 0, True, 3, TP0)]
+        again = await c.init_producer_id("a", 30_000)
+        assert (again.error, again.producer_epoch) == (ErrorCode.NONE, 1)
+
+    run(body)
+
+
+def test_a_write_that_raises_is_forgotten_rather_than_left_pending() -> None:
+    async def body(rig: Rig) -> None:
+        c = rig.coordinator
+        pid = (await c.init_producer_id("a", 30_000)).producer_id
+        rig.store.raise_next = OSError("disk gone")
+        assert await c.add_partitions("a", pid, 0, [TP0]) is ErrorCode.UNKNOWN_SERVER_ERROR
+        assert c.describe("a").state == "Empty"
+        assert await c.add_partitions("a", pid, 0, [TP0]) is ErrorCode.NONE
+
+    run(body)
+
+
+def test_a_second_request_issued_before_the_first_write_starts_sees_it_pending() -> None:
+    """The decision is installed when it is taken, not when its write's task first runs: an
+    EndTxn issued in the same loop turn as another answers CONCURRENT_TRANSACTIONS instead of
+    deciding from the state the first one replaced, which would leave the first write's outcome
+    unrecognised (NOT_COORDINATOR) and its markers unsent."""
+
+    async def body(rig: Rig) -> None:
+        c = rig.coordinator
+        pid = (await c.init_producer_id("a", 30_000)).producer_id
+        assert await c.add_partitions("a", pid, 0, [TP0]) is ErrorCode.NONE
+        first, second = await asyncio.gather(
+            c.end_txn("a", pid, 0, True), c.end_txn("a", pid, 0, True)
+        )
+        assert (first, second) == (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS)
+        await rig.state_of("a", TxnState.COMPLETE_COMMIT)
 
     run(body)

@@ -88,6 +88,7 @@ from tierlog.server.group.schema import (
 from tierlog.server.group.state import DEAD, EMPTY, Group, check_join_request
 from tierlog.server.group.store import KeyValue, OffsetsStore, OffsetsStoreError
 from tierlog.server.group.txn_offsets import PendingTxnOffsets
+from tierlog.server.owned_writes import OwnedWrites
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class GroupCoordinator:
         self._sync_waiters: dict[int, asyncio.Future[SyncGroupResponse]] = {}
         self._timers: dict[str, tuple[int, asyncio.TimerHandle]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writes = OwnedWrites()
         self._write_locks: dict[int, asyncio.Lock] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
         self._started = False
@@ -355,6 +357,7 @@ class GroupCoordinator:
         self._sync_waiters.clear()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._writes.close(cancel=False)
 
     def _unavailable(self, group_id: str | None = None) -> ErrorCode | None:
         """Kafka's ``validateGroupStatus``: not this broker's group (NOT_COORDINATOR) or its
@@ -548,12 +551,15 @@ class GroupCoordinator:
             records = [
                 (offset_key(group.group_id, tp), offset_value(v)) for tp, v in accepted.items()
             ]
+
+            def written(error: ErrorCode) -> None:
+                if error is ErrorCode.NONE:
+                    self._committed(group, accepted, producer)
+
             write_error = await self._write(
-                group.group_id, records, now, kind=_COMMIT, producer=producer
+                group.group_id, records, now, kind=_COMMIT, producer=producer, then=written
             )
-            if write_error is ErrorCode.NONE:
-                self._committed(group, accepted, producer)
-            else:
+            if write_error is not ErrorCode.NONE:
                 for tp in accepted:
                     results[tp] = write_error
         return OffsetCommitResponse(
@@ -719,11 +725,14 @@ class GroupCoordinator:
             return OffsetDeleteResponse(error_code=code)
         if eligible:
             tombstones: list[KeyValue] = [(offset_key(group.group_id, tp), None) for tp in eligible]
-            write_error = await self._write(group.group_id, tombstones, self._now())
-            if write_error is ErrorCode.NONE:
-                for tp in eligible:
-                    group.offsets.pop(tp, None)
-            else:
+
+            def deleted(error: ErrorCode) -> None:
+                if error is ErrorCode.NONE:
+                    for tp in eligible:
+                        group.offsets.pop(tp, None)
+
+            write_error = await self._write(group.group_id, tombstones, self._now(), then=deleted)
+            if write_error is not ErrorCode.NONE:
                 results.update(dict.fromkeys(eligible, write_error))
         return OffsetDeleteResponse(
             error_code=ErrorCode.NONE,
@@ -809,14 +818,47 @@ class GroupCoordinator:
         *,
         kind: str = _TOMBSTONES,
         producer: tuple[int, int] | None = None,
+        then: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
         """Append in call order per partition; a failed append becomes the code Kafka would
         answer with for that ``kind`` of write (see ``_coordinator_error``). A partition that
-        changed hands meanwhile answers NOT_COORDINATOR."""
+        changed hands meanwhile answers NOT_COORDINATOR. ``then`` applies the outcome to memory:
+        it runs, with the write, even if the request is cancelled (``OwnedWrites``)."""
         partition = partition_for(group_id, self._config.offsets_topic_num_partitions)
         owner = self._owned.get(partition)
         if owner is None:
             return ErrorCode.NOT_COORDINATOR
+        # the owner is read here, at the request's decision, not when the write's task starts
+        return await self._writes.run(
+            self._write_now(partition, owner, group_id, records, now, kind, producer, then)
+        )
+
+    async def _write_now(
+        self,
+        partition: int,
+        owner: int,
+        group_id: str,
+        records: Sequence[KeyValue],
+        now: int,
+        kind: str,
+        producer: tuple[int, int] | None,
+        then: Callable[[ErrorCode], None] | None,
+    ) -> ErrorCode:
+        error = await self._append(partition, owner, group_id, records, now, kind, producer)
+        if then is not None:
+            then(error)
+        return error
+
+    async def _append(
+        self,
+        partition: int,
+        owner: int,
+        group_id: str,
+        records: Sequence[KeyValue],
+        now: int,
+        kind: str,
+        producer: tuple[int, int] | None,
+    ) -> ErrorCode:
         lock = self._write_locks.setdefault(partition, asyncio.Lock())
         async with lock:
             try:

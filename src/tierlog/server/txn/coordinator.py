@@ -33,6 +33,7 @@ from typing import Any
 from tierlog.protocol.errors import ErrorCode
 from tierlog.server.group.model import TopicPartition
 from tierlog.server.group.placement import CoordinatorPlacement
+from tierlog.server.owned_writes import OwnedWrites
 from tierlog.server.txn import admin
 from tierlog.server.txn import state as sm
 from tierlog.server.txn.config import TxnCoordinatorConfig
@@ -53,6 +54,8 @@ transitions = logging.getLogger(f"{__name__}.transitions")
 #: Written with TransactionLogValue v1 (flexible: keeps the previous/next producer ids).
 VALUE_VERSION = 1
 COMPLETE_RETRY_BACKOFF_S = 0.1
+#: A coordinator write slower than this is logged: its id is pending meanwhile.
+SLOW_WRITE_S = 5.0
 _PREPARE = (sm.TxnState.PREPARE_COMMIT, sm.TxnState.PREPARE_ABORT)
 
 
@@ -99,6 +102,7 @@ class TxnCoordinator:
         self._owned: dict[int, _Owned] = {}
         self._spare_pid: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writes = OwnedWrites()
         self._timers: list[asyncio.Task[None]] = []
         self._closed = False
 
@@ -122,6 +126,7 @@ class TxnCoordinator:
         self._closed = True
         for t in self._timers:
             t.cancel()
+        await self._writes.close(cancel=True)
         await self._markers.close()
         tasks = [*self._timers, *self._tasks]
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -236,7 +241,9 @@ class TxnCoordinator:
         return await self._apply(partition, owned, decide(meta))
 
     async def _apply(self, partition: int, owned: _Owned, decision: sm.Decision) -> ErrorCode:
-        """Install ``decision``; append its write (if any) and apply the outcome."""
+        """Install ``decision``; append its write (if any) and apply the outcome, to the end
+        even if the request is cancelled: only this can take the id out of its pending state
+        (``OwnedWrites``)."""
         current = decision.current
         written = decision.write
         if current is None:
@@ -255,12 +262,34 @@ class TxnCoordinator:
                     current.producer_epoch,
                 )
             return decision.error
+        # installed above before the write is handed to its task, so that no request decides
+        # from the state this decision replaces while the task waits to start
+        return await self._writes.run(self._write(partition, owned, decision, written))
+
+    async def _write(
+        self, partition: int, owned: _Owned, decision: sm.Decision, written: sm.TxnMetadata
+    ) -> ErrorCode:
+        tid = written.transactional_id
         value = None if written.state is sm.TxnState.DEAD else written.to_log_value()
-        error = map_append_error(
-            await self._store.append(
+        started = time.monotonic()
+        try:
+            appended = await self._store.append(
                 partition, encode_key(tid), encode_value(value, VALUE_VERSION), self._now()
             )
-        )
+        except Exception:
+            log.exception("__transaction_state-%d write for %r raised", partition, tid)
+            appended = ErrorCode.UNKNOWN_SERVER_ERROR
+        took_s = time.monotonic() - started
+        if took_s > SLOW_WRITE_S:
+            # the id answered CONCURRENT_TRANSACTIONS all that time and could not time out
+            log.warning(
+                "__transaction_state-%d write for %r (%s) took %.1f s",
+                partition,
+                tid,
+                written.state.label,
+                took_s,
+            )
+        error = map_append_error(appended)
         if self._owned.get(partition) is not owned or self._closed:
             return ErrorCode.NOT_COORDINATOR
         now_meta = owned.cache.get(tid)
