@@ -844,22 +844,8 @@ class GroupCoordinator:
         producer: tuple[int, int] | None,
         then: Callable[[ErrorCode], None] | None,
     ) -> ErrorCode:
-        error = await self._append(partition, owner, group_id, records, now, kind, producer)
-        if then is not None:
-            then(error)
-        return error
-
-    async def _append(
-        self,
-        partition: int,
-        owner: int,
-        group_id: str,
-        records: Sequence[KeyValue],
-        now: int,
-        kind: str,
-        producer: tuple[int, int] | None,
-    ) -> ErrorCode:
         lock = self._write_locks.setdefault(partition, asyncio.Lock())
+        error = ErrorCode.NONE
         async with lock:
             try:
                 await self._store.append(partition, records, now, producer=producer)
@@ -867,10 +853,12 @@ class GroupCoordinator:
                 log.warning(
                     "__consumer_offsets-%d append for %r failed: %s", partition, group_id, exc
                 )
-                return _coordinator_error(exc.code, kind)
-        if self._owned.get(partition) != owner:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+                error = _coordinator_error(exc.code, kind)
+        if error is ErrorCode.NONE and self._owned.get(partition) != owner:
+            error = ErrorCode.NOT_COORDINATOR
+        if then is not None:
+            then(error)
+        return error
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
