@@ -1,20 +1,19 @@
 """A consume-transform-produce copier for exactly-once tests, run as its own process
-(``python -m tests.helpers.eos_copier BOOTSTRAP SOURCE SINK TOTAL``).
+(``python -m tests.helpers.eos_copier BOOTSTRAP SOURCE SINK TOTAL PARTITIONS DEADLINE_FILE``).
 
 It copies ``SOURCE`` to ``SINK`` in transactions that carry the consumer's offsets
 (``send_offsets_to_transaction``), as Kafka Streams does, and survives broker crashes the
 way an application must: an abortable error aborts the transaction and rewinds the consumer to
 the group's committed offsets; a retriable commit is retried; a fatal error (a fenced
-producer) exits with status 3, a loop stuck in the client past its timeouts with status 5
-(``Watchdog``), and the test starts a new copier, whose InitProducerId fences any zombie. It
-exits 0 once the group's committed offsets cover ``TOTAL`` records.
+producer) exits with status 3, a loop stuck in the client past its timeouts is killed by the
+test (``Deadline``), and the test starts a new copier, whose InitProducerId fences any zombie.
+It exits 0 once the group's committed offsets cover ``TOTAL`` records.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 import confluent_kafka as ck
@@ -23,9 +22,10 @@ GROUP = "eos-copier"
 TRANSACTIONAL_ID = "eos-copier-tx"
 #: Every transactional call's timeout. librdkafka 2.16 can block ``send_offsets_to_transaction``
 #: past it (confluentinc/librdkafka#5456: the coordinator request's timeout is never checked;
-#: #5511: it waits forever on a group coordinator that a broker's crash decommissioned), so a
-#: watchdog ends a copier whose loop made no step for ``STALL_S``, as a supervisor kills a hung
-#: worker; the test starts a successor, whose InitProducerId fences it.
+#: #5511: it waits forever on a group coordinator that a broker's crash decommissioned), so the
+#: test kills a copier whose loop made no step for ``STALL_S``, as a supervisor kills a hung
+#: worker, and starts a successor, whose InitProducerId fences it. The killing is done from
+#: outside: a thread of the hung process itself did not always get to run.
 API_TIMEOUT_S = 30
 STALL_S = API_TIMEOUT_S + 15
 #: librdkafka >= 2.10 re-bootstraps (KIP-899) once every broker it knows is down, which a
@@ -37,25 +37,17 @@ STALL_S = API_TIMEOUT_S + 15
 METADATA_RECOVERY = "none"
 
 
-class Watchdog:
-    """Exits the process (status 5) when ``beat`` was not called for ``stall_s`` (or the
-    allowance the last beat gave, for a call with a longer timeout)."""
+class Deadline:
+    """Publishes, in a file the test reads, the wall-clock time by which the loop takes its
+    next step: ``STALL_S`` from now, or the allowance of a call with a longer timeout."""
 
-    def __init__(self, stall_s: float) -> None:
-        self._stall_s = stall_s
-        self._allowed = stall_s
-        self._beaten = threading.Event()
-        threading.Thread(target=self._watch, daemon=True).start()
+    def __init__(self, path: str) -> None:
+        self._path = path
 
     def beat(self, timeout_s: float | None = None) -> None:
-        self._allowed = self._stall_s if timeout_s is None else timeout_s + STALL_S - API_TIMEOUT_S
-        self._beaten.set()
-
-    def _watch(self) -> None:
-        while self._beaten.wait(self._allowed):
-            self._beaten.clear()
-        print(f"copier: no step for {self._allowed:.0f} s: exiting", file=sys.stderr, flush=True)
-        os._exit(5)
+        allowed = STALL_S if timeout_s is None else timeout_s + STALL_S - API_TIMEOUT_S
+        with open(self._path, "w") as f:
+            f.write(f"{time.time() + allowed:.3f}")
 
 
 def _committed_total(consumer: ck.Consumer, source: str, partitions: int) -> int:
@@ -72,7 +64,9 @@ def _rewind(consumer: ck.Consumer) -> None:
         consumer.seek(ck.TopicPartition(tp.topic, tp.partition, offset))
 
 
-def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) -> int:
+def main(
+    bootstrap: str, source: str, sink: str, total: int, partitions: int, deadline_file: str
+) -> int:
     consumer = ck.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -96,7 +90,7 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
             **({"debug": debug} if (debug := os.environ.get("EOS_COPIER_DEBUG")) else {}),
         }
     )
-    watchdog = Watchdog(STALL_S)
+    watchdog = Deadline(deadline_file)
     watchdog.beat(60)
     producer.init_transactions(60)
     consumer.subscribe([source])
@@ -150,4 +144,4 @@ def main(bootstrap: str, source: str, sink: str, total: int, partitions: int) ->
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    sys.exit(main(args[0], args[1], args[2], int(args[3]), int(args[4])))
+    sys.exit(main(args[0], args[1], args[2], int(args[3]), int(args[4]), args[5]))

@@ -2,8 +2,9 @@
 single-node and the three-broker exactly-once tests.
 
 * ``Copier(bootstrap, source, sink, total, partitions)``: owns the copier process. A copier
-  that exits non-zero (fenced, or an error it cannot abort) is replaced by a new one whose
-  InitProducerId fences any zombie; ``revive()`` does that and ``restarts`` counts it.
+  that exits non-zero (fenced, or an error it cannot abort), or that is past the deadline it
+  published for its next step (killed then), is replaced by a new one whose InitProducerId
+  fences any zombie; ``revive()`` does that and ``restarts`` counts it.
   ``wait_finished`` waits (reviving) until a copier exits 0; ``close`` kills a live one.
   Its output (librdkafka's log of the crashes) goes to the test's stderr, which pytest
   captures: a pipe nobody reads would block the copier once full.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections import Counter
 
 import confluent_kafka as ck
@@ -34,6 +37,8 @@ from tests.helpers.poll import wait_until
 #: (``STALL_S``), and its successor's InitProducerId waits for the abort of the transaction it
 #: fences (up to ``transaction.timeout.ms``).
 PROGRESS_S = STALL_S + 75
+#: What a copier has before its first published deadline: start-up and InitProducerId.
+SPAWN_ALLOWANCE_S = 90
 
 #: Crashes per exactly-once run: 5 in ``make test``, 50 under ``TIERLOG_SOAK=1``.
 KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
@@ -41,14 +46,26 @@ KILLS = 50 if os.environ.get("TIERLOG_SOAK", "") not in ("", "0") else 5
 
 class Copier:
     def __init__(self, bootstrap: str, source: str, sink: str, total: int, partitions: int):
-        self._args = [bootstrap, source, sink, str(total), str(partitions)]
+        self._dir = tempfile.TemporaryDirectory(prefix="eos-copier-")
+        self._deadline_file = os.path.join(self._dir.name, "deadline")
+        self._args = [bootstrap, source, sink, str(total), str(partitions), self._deadline_file]
         self.sink = sink
         self.partitions = partitions
         self.restarts = 0
         self._proc = self._spawn()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self._deadline_file, "w") as f:
+            f.write(f"{time.time() + SPAWN_ALLOWANCE_S:.3f}")
         return subprocess.Popen([sys.executable, "-m", "tests.helpers.eos_copier", *self._args])
+
+    def _past_deadline(self) -> bool:
+        try:
+            with open(self._deadline_file) as f:
+                deadline = float(f.read())
+        except (OSError, ValueError):  # read while the copier rewrites it: judged next time
+            return False
+        return time.time() > deadline
 
     @property
     def running(self) -> bool:
@@ -59,7 +76,12 @@ class Copier:
         return self._proc.poll() == 0
 
     def revive(self) -> None:
-        """A copier that exited non-zero is replaced (as an application's supervisor would)."""
+        """A copier that exited non-zero, or hangs, is replaced (as an application's supervisor
+        would)."""
+        if self._proc.poll() is None and self._past_deadline():
+            print("copier: past its step's deadline: killed", file=sys.stderr, flush=True)
+            self._proc.kill()
+            self._proc.wait()
         code = self._proc.poll()
         if code is not None and code != 0:
             self._proc = self._spawn()
@@ -76,6 +98,7 @@ class Copier:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+        self._dir.cleanup()
 
 
 def produce_input(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
