@@ -7,8 +7,9 @@ acknowledged, failed appends map to Kafka's codes, and FindCoordinator asks the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from tests.server.group.group_helpers import (
     NODE,
@@ -105,6 +106,26 @@ async def cluster_coordinator(
         await c.close()
 
 
+@asynccontextmanager
+async def leading_mine(store: GatedStore) -> AsyncIterator[GroupCoordinator]:
+    """A cluster coordinator that leads and has loaded ``MINE``, its loads not held back."""
+    store.release.set()
+    async with cluster_coordinator(store) as c:
+        c.became_leader(MINE, 1)
+        await loaded(c, MINE)
+        yield c
+
+
+async def held_in_append(
+    store: GatedStore, write: Coroutine[Any, Any, ErrorCode]
+) -> asyncio.Future[ErrorCode]:
+    """``write`` started and waiting inside the store's append until ``append_gate`` is set."""
+    store.append_gate = asyncio.Event()
+    pending = asyncio.ensure_future(write)
+    await asyncio.wait_for(store.appending.wait(), 10)
+    return pending
+
+
 def commit_req(offset: int, group: str = GROUP) -> OffsetCommitRequest:
     return OffsetCommitRequest(
         group_id=group,
@@ -140,10 +161,7 @@ async def test_nothing_is_owned_before_leadership() -> None:
 @run_async
 async def test_load_in_progress_until_the_partition_is_loaded() -> None:
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
+    async with leading_mine(store) as c:
         assert await commit(c, 42) is ErrorCode.NONE
     # a later coordinator (another broker, or this one again) loads what was written
     store.release.clear()
@@ -216,10 +234,7 @@ async def test_pending_offsets_of_a_resigned_partition_do_not_outlive_it() -> No
     resigns: the marker may land there, and a later load here reads the outcome from the log.
     Kept, they would answer UNSTABLE_OFFSET_COMMIT for good after leadership comes back."""
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
+    async with leading_mine(store) as c:
         reply = await c.commit_offsets(commit_req(55), producer=(9, 0))
         assert reply.partitions[0].error_code is ErrorCode.NONE
         assert (await stable(c))[0] is ErrorCode.UNSTABLE_OFFSET_COMMIT
@@ -232,10 +247,7 @@ async def test_pending_offsets_of_a_resigned_partition_do_not_outlive_it() -> No
 @run_async
 async def test_resigning_drops_groups_and_answers_waiting_joins() -> None:
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
+    async with leading_mine(store) as c:
         assert await commit(c, 7) is ErrorCode.NONE
         member, generation = await single_member_group(c, group_id=GROUP)
         # a second member's join waits for the rebalance ...
@@ -260,13 +272,8 @@ async def test_resigning_drops_groups_and_answers_waiting_joins() -> None:
 @run_async
 async def test_a_write_that_outlives_ownership_is_not_acknowledged() -> None:
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
-        store.append_gate = asyncio.Event()
-        pending = asyncio.ensure_future(commit(c, 9))
-        await asyncio.wait_for(store.appending.wait(), 10)
+    async with leading_mine(store) as c:
+        pending = await held_in_append(store, commit(c, 9))
         c.became_follower(MINE, 2)
         store.append_gate.set()
         assert await pending is ErrorCode.NOT_COORDINATOR
@@ -275,10 +282,7 @@ async def test_a_write_that_outlives_ownership_is_not_acknowledged() -> None:
 @run_async
 async def test_failed_appends_answer_kafkas_commit_codes() -> None:
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
+    async with leading_mine(store) as c:
         expected = {
             ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
             ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -309,10 +313,7 @@ async def test_a_timed_out_assignment_write_answers_rebalance_in_progress() -> N
     """Kafka's ``storeGroup``: the SyncGroup whose assignment did not reach the ISR in
     ``offsets.commit.timeout.ms`` answers REBALANCE_IN_PROGRESS (the group rebalances)."""
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
+    async with leading_mine(store) as c:
         store.fail_with = ErrorCode.REQUEST_TIMED_OUT
         joined = await join(c, group_id=GROUP)
         synced = await sync(c, joined.member_id, joined.generation_id, {joined.member_id: b"x"})
@@ -324,13 +325,8 @@ async def test_re_election_at_a_higher_epoch_keeps_ownership_and_writes() -> Non
     """An ISR change by the controller bumps the leader epoch with this broker still leader:
     nothing is reloaded and a write in flight is acknowledged."""
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
-        store.append_gate = asyncio.Event()
-        pending = asyncio.ensure_future(commit(c, 11))
-        await asyncio.wait_for(store.appending.wait(), 10)
+    async with leading_mine(store) as c:
+        pending = await held_in_append(store, commit(c, 11))
         c.became_leader(MINE, 2)
         store.append_gate.set()
         assert await pending is ErrorCode.NONE
@@ -344,13 +340,8 @@ async def test_a_txn_offset_commit_cancelled_during_its_write_still_joins_the_tr
     sent are in the log; the cache must hold them too, so the COMMIT marker applies them as a
     reload would, and a restarted consumer does not read the copied records again."""
     store = GatedStore()
-    store.release.set()
-    async with cluster_coordinator(store) as c:
-        c.became_leader(MINE, 1)
-        await loaded(c, MINE)
-        store.append_gate = asyncio.Event()
-        committing = asyncio.ensure_future(c.commit_offsets(commit_req(55), producer=(9, 0)))
-        await asyncio.wait_for(store.appending.wait(), 10)
+    async with leading_mine(store) as c:
+        committing = await held_in_append(store, c.commit_offsets(commit_req(55), producer=(9, 0)))
         committing.cancel()
         store.append_gate.set()
         try:
