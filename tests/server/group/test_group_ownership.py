@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.server.group.group_helpers import (
     NODE,
@@ -106,6 +106,9 @@ async def cluster_coordinator(
         await c.close()
 
 
+T = TypeVar("T")
+
+
 @asynccontextmanager
 async def leading_mine(store: GatedStore) -> AsyncIterator[GroupCoordinator]:
     """A cluster coordinator that leads and has loaded ``MINE``, its loads not held back."""
@@ -117,13 +120,13 @@ async def leading_mine(store: GatedStore) -> AsyncIterator[GroupCoordinator]:
 
 
 async def held_in_append(
-    store: GatedStore, write: Coroutine[Any, Any, ErrorCode]
-) -> asyncio.Future[ErrorCode]:
-    """``write`` started and waiting inside the store's append until ``append_gate`` is set."""
-    store.append_gate = asyncio.Event()
+    store: GatedStore, write: Coroutine[Any, Any, T]
+) -> tuple[asyncio.Future[T], asyncio.Event]:
+    """``write`` started and waiting inside the store's append until the returned gate is set."""
+    gate = store.append_gate = asyncio.Event()
     pending = asyncio.ensure_future(write)
     await asyncio.wait_for(store.appending.wait(), 10)
-    return pending
+    return pending, gate
 
 
 def commit_req(offset: int, group: str = GROUP) -> OffsetCommitRequest:
@@ -273,9 +276,9 @@ async def test_resigning_drops_groups_and_answers_waiting_joins() -> None:
 async def test_a_write_that_outlives_ownership_is_not_acknowledged() -> None:
     store = GatedStore()
     async with leading_mine(store) as c:
-        pending = await held_in_append(store, commit(c, 9))
+        pending, gate = await held_in_append(store, commit(c, 9))
         c.became_follower(MINE, 2)
-        store.append_gate.set()
+        gate.set()
         assert await pending is ErrorCode.NOT_COORDINATOR
 
 
@@ -326,9 +329,9 @@ async def test_re_election_at_a_higher_epoch_keeps_ownership_and_writes() -> Non
     nothing is reloaded and a write in flight is acknowledged."""
     store = GatedStore()
     async with leading_mine(store) as c:
-        pending = await held_in_append(store, commit(c, 11))
+        pending, gate = await held_in_append(store, commit(c, 11))
         c.became_leader(MINE, 2)
-        store.append_gate.set()
+        gate.set()
         assert await pending is ErrorCode.NONE
         assert await fetched(c) == (ErrorCode.NONE, 11)
         assert store.loads == [MINE]
@@ -341,9 +344,11 @@ async def test_a_txn_offset_commit_cancelled_during_its_write_still_joins_the_tr
     reload would, and a restarted consumer does not read the copied records again."""
     store = GatedStore()
     async with leading_mine(store) as c:
-        committing = await held_in_append(store, c.commit_offsets(commit_req(55), producer=(9, 0)))
+        committing, gate = await held_in_append(
+            store, c.commit_offsets(commit_req(55), producer=(9, 0))
+        )
         committing.cancel()
-        store.append_gate.set()
+        gate.set()
         try:
             await committing
         except asyncio.CancelledError:
