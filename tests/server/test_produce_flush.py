@@ -8,63 +8,26 @@ import errno
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.inprocess_broker import Running, broker_with_topic, until
 from tierlog.client import WireConnection
-from tierlog.config import load_broker_config
-from tierlog.log import PartitionLog
 from tierlog.protocol.api_keys import ApiKey
 from tierlog.protocol.errors import ErrorCode
 from tierlog.protocol.records import SimpleRecord, build_batch
-from tierlog.server.broker import Broker
 
 TOPIC = "flushed"
-
-
-@dataclass
-class Running:
-    broker: Broker
-    client: WireConnection
-    plog: PartitionLog
-    loop_thread: int
-
-    def is_segment(self, fd: int) -> bool:
-        """``fd`` is the topic's (only) segment file."""
-        st, seg = os.fstat(fd), os.stat(self.plog.active_segment.log_path)
-        return (st.st_dev, st.st_ino) == (seg.st_dev, seg.st_ino)
 
 
 @asynccontextmanager
 async def broker_with_flushed_topic(tmp_path: Path) -> AsyncIterator[Running]:
     """A broker on this loop with topic ``flushed`` at ``flush.messages=1``."""
-    config = load_broker_config(
-        {
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "metrics.listener": "",
-            "remote.log.storage.system.enable": "false",
-            "offsets.topic.num.partitions": "1",
-        }
-    )
-    broker = Broker(config)
-    await broker.start()
-    try:
-        assert broker.bound is not None and broker.state is not None
-        with WireConnection(*broker.bound) as c:
-            code, message = await asyncio.to_thread(
-                c.create_topic, TOPIC, 1, {"flush.messages": "1"}
-            )
-            assert code == 0, message
-            plog = broker.state.topics.get_log(TOPIC, 0)
-            assert plog is not None
-            yield Running(broker, c, plog, threading.get_ident())
-    finally:
-        await broker.shutdown()
+    async with broker_with_topic(tmp_path, TOPIC, {"flush.messages": "1"}) as run:
+        yield run
 
 
 def _produce(c: WireConnection) -> tuple[int, int]:
@@ -79,13 +42,6 @@ def _produce(c: WireConnection) -> tuple[int, int]:
     )
     p = r.responses[0].partition_responses[0]
     return int(p.error_code), int(p.base_offset)
-
-
-async def _until(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 def test_flush_messages_fsyncs_off_the_loop_and_answers_after_it(
@@ -108,7 +64,7 @@ def test_flush_messages_fsyncs_off_the_loop_and_answers_after_it(
             monkeypatch.setattr(os, "fsync", fsync)
             try:
                 produce = asyncio.ensure_future(asyncio.to_thread(_produce, run.client))
-                await _until(lambda: bool(segment_fsyncs) or produce.done())
+                await until(lambda: bool(segment_fsyncs) or produce.done())
                 # the fsync is now held: an answer sent before it would arrive within this
                 # window, which is the one thing a negative assertion can wait for
                 await asyncio.sleep(0.2)

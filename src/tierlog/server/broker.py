@@ -304,6 +304,11 @@ class Broker:
             self._stopping = True
             asyncio.get_running_loop().create_task(self.shutdown())
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections this broker holds now."""
+        return len(self._connections)
+
     async def shutdown(self) -> None:
         self._stopping = True
         state = self.state
@@ -323,6 +328,8 @@ class Broker:
             await asyncio.sleep(0.01)
         for c in list(self._connections):
             c.close()
+        if state is not None:
+            await state.marker_writes.close(cancel=True)
         if state is not None and state.dynamic_config is not None:
             state.dynamic_config.close()
         if state is not None and state.replication is not None:

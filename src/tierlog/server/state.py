@@ -13,6 +13,7 @@ from tierlog.config.broker import BrokerConfig
 from tierlog.log import LogManager
 from tierlog.server.fetch_sessions import FetchSessionCache
 from tierlog.server.group import GroupCoordinator
+from tierlog.server.owned_writes import OwnedWrites
 from tierlog.server.producer_ids import ProducerIdAllocator
 from tierlog.server.purgatory import FetchPurgatory
 from tierlog.server.quotas.manager import ClientQuotas
@@ -53,6 +54,9 @@ class BrokerState:
     txn_verifier: TxnVerifier = field(default_factory=AllowAllVerifier)
     #: Told of each transaction marker written here (the group coordinator's offsets).
     txn_marker_listener: TxnMarkerListener | None = None
+    #: WriteTxnMarkers acknowledgements and what follows them, run to their end even when the
+    #: coordinator that asked goes away (``handlers/txn_markers.py``).
+    marker_writes: OwnedWrites = field(default_factory=OwnedWrites)
     #: Client quotas: every entity's settings and the clients' rates (none set: no cost).
     quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(11, 1))
     #: Where quota settings are kept (state file or ZooKeeper); None until it is built.

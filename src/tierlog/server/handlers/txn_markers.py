@@ -13,7 +13,11 @@ partition leader does with origin COORDINATOR:
 * the append is acknowledged with acks=-1 semantics: in cluster mode once the high watermark
   passes the marker (Kafka waits up to ``request.timeout.ms``, 30 s by default), so a
   coordinator completes a transaction only once every partition's outcome is durable in its
-  ISR; in single-node mode once written (and fsynced if ``flush.messages`` asks).
+  ISR; in single-node mode once written (and fsynced if ``flush.messages`` asks);
+* once acknowledged, the marker is handed to ``txn_marker_listener`` (the group coordinator
+  completes the producer's transactional offsets). The acknowledgements run in tasks that the
+  broker owns (``BrokerState.marker_writes``), so a coordinator that drops its connection
+  while it waits does not leave a marker in the log that the offsets cache never applied.
 
 The coordinator sends these requests over the wire to every partition leader, this broker
 included, exactly as Kafka's marker channel does.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,9 +104,9 @@ def _write_one(
     return _Written(topic, index, plog, result.last_offset, result.flush_offset, replica)
 
 
-async def _acknowledge(state: BrokerState, w: _Written) -> None:
-    """Wait until the marker is durable as acks=-1 asks: fsynced if ``flush.messages`` is
-    due, replicated to the ISR in cluster mode."""
+async def _acknowledge(state: BrokerState, marker: Any, w: _Written) -> None:
+    """Wait until the marker is durable as acks=-1 asks (fsynced if ``flush.messages`` is
+    due, replicated to the ISR in cluster mode), then tell the listener."""
     if w.flush_offset is not None:
         try:
             await asyncio.wrap_future(state.logs.flush_to(w.plog, w.flush_offset))
@@ -115,6 +120,19 @@ async def _acknowledge(state: BrokerState, w: _Written) -> None:
         w.error = await repl.wait_for_acks(
             w.replica, w.last_offset + 1, MARKER_REPLICATION_TIMEOUT_S
         )
+    listener = state.txn_marker_listener
+    if w.error is ErrorCode.NONE and listener is not None:
+        listener.on_marker(
+            w.topic,
+            w.index,
+            int(marker.producer_id),
+            bool(marker.transaction_result),
+            w.last_offset,
+        )
+
+
+async def _all(acks: list[Coroutine[Any, Any, None]]) -> None:
+    await asyncio.gather(*acks)
 
 
 async def handle_write_txn_markers(state: BrokerState, req: Request) -> Any:
@@ -133,15 +151,15 @@ async def handle_write_txn_markers(state: BrokerState, req: Request) -> Any:
             for t in marker.topics
         ]
         results.append((marker, topics))
-    written = [
-        w
-        for _, topics in results
+    acks = [
+        _acknowledge(state, marker, w)
+        for marker, topics in results
         for _, parts in topics
         for _, w in parts
         if isinstance(w, _Written)
     ]
-    await asyncio.gather(*(_acknowledge(state, w) for w in written))
-    listener = state.txn_marker_listener
+    if acks:
+        await state.marker_writes.run(_all(acks))
     markers_out = []
     for marker, topics in results:
         topics_out = []
@@ -149,14 +167,6 @@ async def handle_write_txn_markers(state: BrokerState, req: Request) -> Any:
             parts_out = []
             for index, w in parts:
                 code = w.error if isinstance(w, _Written) else w
-                if isinstance(w, _Written) and code is ErrorCode.NONE and listener is not None:
-                    listener.on_marker(
-                        name,
-                        index,
-                        int(marker.producer_id),
-                        bool(marker.transaction_result),
-                        w.last_offset,
-                    )
                 parts_out.append({"partition_index": index, "error_code": code})
             topics_out.append({"name": name, "partitions": parts_out})
         markers_out.append({"producer_id": marker.producer_id, "topics": topics_out})
