@@ -110,11 +110,18 @@ def test_reading_the_end_of_a_segment_warms_the_first_chunks_of_the_next(
 ) -> None:
     # every segment fits in one 64 KiB chunk, so the plugin's in-segment read-ahead has
     # nothing to load: only the reader's warm() call can put a chunk in the cache early
-    st = stacks([40 * KiB] * 8, {"chunk.size": str(64 * KiB), "encryption.enabled": "false"})
+    st = stacks(
+        [40 * KiB] * 8,
+        {
+            "chunk.size": str(64 * KiB),
+            "encryption.enabled": "false",
+            "fetch.chunk.cache.prefetch.max.size": str(128 * KiB),
+        },
+    )
     segs = st.remote()
     assert not any(st.first_chunk_cached(md) for md in segs[1:])
     window = st.rsm.read_ahead_window(TIP)
-    assert window == 128 * KiB  # a new stream's two chunks: three segments and a bit
+    assert window == 128 * KiB  # the cap, two chunks: three segments and a bit
     records = st.read(0, 1 * MiB)
     assert offsets_of(records) == list(range(segs[0].start_offset, segs[0].end_offset + 1))
     poll(lambda: st.first_chunk_cached(segs[1]), "segment 1 warmed by the read of segment 0")

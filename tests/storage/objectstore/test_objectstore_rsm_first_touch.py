@@ -45,8 +45,9 @@ class TogetherBackend(SameStoreBackend):
         with self._cond:
             self.gets[kind] += 1
             self._in_flight[kind] += 1
-            if sum(self._in_flight.values()) > len(self.seen_together):
-                self.seen_together = set(+self._in_flight)
+            kinds = set(+self._in_flight)
+            if len(kinds) > len(self.seen_together):  # the most kinds in flight at once
+                self.seen_together = kinds
             self._cond.notify_all()
             # hold until the others are in flight too; a read that issues them one after
             # the other gets past this only at the deadline, with fewer seen together

@@ -37,6 +37,8 @@ from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, Topic
 
 CHUNK = 64 * 1024
 WINDOW = 4  # chunks of read-ahead: prefetch.max.size = WINDOW * CHUNK
+#: Read-ahead chunks of a new stream under that cap.
+START = min(INITIAL_AHEAD, WINDOW)
 TIP = TopicIdPartition(uuid.UUID(int=227), "ahead", 0)
 
 
@@ -174,6 +176,10 @@ class SteppedClock:
         return self.now
 
 
+#: ``adaptive_rsm``'s keyword for the per-stream cap, ``fetch.chunk.cache.prefetch.max.size``.
+PREFETCH_MAX = "fetch_chunk_cache_prefetch_max_size"
+
+
 def adaptive_rsm(tmp_path: Path, **extra: str) -> ObjectStoreRemoteStorageManager:
     return make_rsm(
         {
@@ -191,10 +197,14 @@ def adaptive_rsm(tmp_path: Path, **extra: str) -> ObjectStoreRemoteStorageManage
 def test_the_window_grows_under_a_fast_consumer_and_shrinks_under_a_slow_one(
     tmp_path: Path,
 ) -> None:
-    plugin = adaptive_rsm(tmp_path)
+    # a cap above where a new stream starts, so that there is room to grow
+    plugin = adaptive_rsm(tmp_path, **{PREFETCH_MAX: str(2 * INITIAL_AHEAD * CHUNK)})
     try:
         first, data1 = upload(plugin, tmp_path, 32, seed=1, tip=TIP)
-        second, data2 = upload(plugin, tmp_path, 24, seed=2, tip=TIP)
+        # long enough to halve from the cap down to D, an epoch of the window's size each,
+        # after the epoch that holds the new stream's first chunk (loaded before read-ahead)
+        slow_chunks = 6 * INITIAL_AHEAD
+        second, data2 = upload(plugin, tmp_path, slow_chunks, seed=2, tip=TIP)
         store = DelayedBackend(plugin.backend, latency=0.03)
         plugin.backend = store
 
@@ -211,9 +221,9 @@ def test_the_window_grows_under_a_fast_consumer_and_shrinks_under_a_slow_one(
         store.reset_peaks()
         got = bytearray()
         with plugin.fetch_log_segment(second, 0) as stream:
-            for i in range(24):
+            for i in range(slow_chunks):
                 got += stream.read(CHUNK)
-                if i == 12:
+                if i == slow_chunks - 4:
                     store.reset_peaks()  # from here on: the shrunk window only
                 threading.Event().wait(0.09)  # the consumer's own time per chunk
             assert bytes(got) == data2
@@ -385,7 +395,7 @@ def test_read_ahead_of_several_streams_does_not_queue_on_the_fetch_pool(
         assert stream.read(1) == data[:1]
         streams.append(stream)
     wait_until(
-        lambda: all(gated.flying(k) == set(range(1, 1 + INITIAL_AHEAD)) for k in keys),
+        lambda: all(gated.flying(k) == set(range(1, 1 + START)) for k in keys),
         what="every stream's window in flight at once",
     )
     gated.open_all()
@@ -525,7 +535,7 @@ def test_without_a_chunk_cache_a_stopped_reader_holds_at_most_the_window(tmp_pat
         counted.open_all()
         stream = plugin.fetch_log_segment(md, 0)
         assert stream.read(10) == data[:10]  # the reader is in chunk 0 and stops
-        loaded = 1 + INITIAL_AHEAD  # the reader's chunk and a new stream's window
+        loaded = 1 + START  # the reader's chunk and a new stream's window
         wait_until(lambda: len(counted.issued) == loaded, what="the window loaded")
         holds_for(lambda: len(counted.issued) == loaded, 0.3, "nothing past the window")
         assert stream.read() == data[10:]

@@ -40,7 +40,7 @@ def test_a_new_stream_starts_small() -> None:
 
 
 def test_the_window_grows_fourfold_in_slow_start_while_a_fast_consumer_waits() -> None:
-    law = WindowLaw(CHUNK, 32)
+    law = WindowLaw(CHUNK, 32, initial=2)
     windows = simulate(law, 64, latency=0.05, consume=0.0001)
     assert law.ahead == 32  # the cap: prefetch.max.size
     assert sorted(set(windows)) == [2, 8, 32]  # x4 per epoch, no other sizes
@@ -49,9 +49,17 @@ def test_the_window_grows_fourfold_in_slow_start_while_a_fast_consumer_waits() -
 
 
 def test_slow_start_ends_at_the_cap_with_a_last_step_smaller_than_fourfold() -> None:
-    law = WindowLaw(CHUNK, 16)
+    law = WindowLaw(CHUNK, 16, initial=2)
     windows = simulate(law, 64, latency=0.05, consume=0.0001)
     assert sorted(set(windows)) == [2, 8, 16]
+
+
+def test_a_new_stream_reaches_a_32_chunk_cap_after_one_epoch() -> None:
+    law = WindowLaw(CHUNK, 32)
+    windows = simulate(law, 64, latency=0.05, consume=0.0001)
+    assert sorted(set(windows)) == [INITIAL_AHEAD, 32]
+    # the first advance only starts the clock; then one epoch of INITIAL_AHEAD advances
+    assert windows.index(32) == 1 + INITIAL_AHEAD - 1
 
 
 def test_the_window_stops_growing_where_the_store_stops_giving_more() -> None:

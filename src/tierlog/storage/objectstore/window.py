@@ -33,15 +33,20 @@ import math
 
 __all__ = ["HOLD_EPOCHS", "INITIAL_AHEAD", "PLATEAU_GAIN", "SLOW_START_GROWTH", "WindowLaw"]
 
-#: Read-ahead chunks a new stream starts with (or ``cap`` if smaller).
-INITIAL_AHEAD = 2
+#: Read-ahead chunks a new stream starts with (or ``cap`` if smaller). A new reader's
+#: first epochs are where a window law loses against the store: with 2 chunks ahead (one
+#: 4 MiB GET of latency ``L`` each) it cannot take more than a few chunks per ``L``, and the
+#: first 40 MiB of a read went at a third of the store's pace. At 8 the first epoch already
+#: keeps the store near its pace; a reader that stops after one Fetch leaves at most these
+#: chunks fetched for nothing (the budget bounds their sum over all streams), as a TCP
+#: connection's initial window of 10 segments spends that much on a peer that stops at once.
+INITIAL_AHEAD = 8
 #: How much the window grows per epoch in slow start. Each epoch lasts a window's worth of
 #: advances, paced by the store while the reader waits, so it takes about one GET latency;
-#: doubling from 2 to a 32-chunk cap takes five of them (32 advances, a quarter of a 512 MiB
-#: read spent with fewer GETs in flight than the store can serve), quadrupling three (10
-#: advances). Linux's file read-ahead ramps the same way (x4 while small, then x2). After
-#: the first plateau or shrink the store's knee is known to be near and growth doubles, so
-#: a probe overshoots it by one doubling, not four times.
+#: from 8 to a 32-chunk cap that is one epoch at fourfold growth, two at twofold. Linux's
+#: file read-ahead ramps the same way (x4 while small, then x2). After the first plateau or
+#: shrink the store's knee is known to be near and growth doubles, so a probe overshoots it
+#: by one doubling, not four times.
 SLOW_START_GROWTH = 4
 #: A growth must raise the epoch's throughput by this fraction to count as growth.
 PLATEAU_GAIN = 0.1
