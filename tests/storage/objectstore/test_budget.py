@@ -55,6 +55,21 @@ def test_an_idle_stream_gives_its_share_back() -> None:
     assert budget.used == 0
 
 
+def test_an_ask_refused_does_not_keep_a_stream_active() -> None:
+    # a stream whose reader stopped still asks as its last read-ahead GETs land; taking
+    # nothing, it must still go idle and give its holding to a stream that reads
+    clock = ManualClock()
+    dropped: list[str] = []
+    budget = ReadAheadBudget(2 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)
+    stopped = budget.open(lambda: dropped.append("stopped"))
+    assert stopped.try_acquire(CHUNK) and stopped.try_acquire(CHUNK)
+    reading = budget.open(lambda: dropped.append("reading"))
+    clock.now = 6.0
+    assert not stopped.try_acquire(CHUNK)  # full, and reclaiming its own holding is no help
+    assert reading.try_acquire(CHUNK)
+    assert dropped == ["stopped"] and stopped.held == 0 and reading.held == CHUNK
+
+
 def test_loads_in_flight_are_no_stream_and_are_never_reclaimed() -> None:
     clock = ManualClock()
     budget = ReadAheadBudget(4 * CHUNK, chunk=CHUNK, idle_s=5, clock=clock)

@@ -130,12 +130,14 @@ class ReadAheadBudget:
             if self._closed or account not in self._accounts:
                 return False
             now = self._clock()
-            account.last_used = now
             account.reclaimed = False
             if self.used + nbytes > self.total:
                 reclaimed = self._reclaim_idle(now, account)
             granted = self.used + nbytes <= self.total and account.held + nbytes <= self._share(now)
             if granted:
+                # only what a stream takes keeps it active: a refused ask is what a stream
+                # whose reader stopped still makes as its last GETs land and it refills
+                account.last_used = now
                 account.held += nbytes
                 self.used += nbytes
                 self.peak = max(self.peak, self.used)
