@@ -621,6 +621,7 @@ def cold_read(
                 "--threads",
                 *("--rate", os.environ.get("BENCH_SPY_RATE", "100")),
                 *(["--native"] if os.environ.get("BENCH_NATIVE") else []),
+                *(["--gil"] if os.environ.get("BENCH_GIL") else []),
                 "--format",
                 "raw",
                 "--output",
@@ -1385,7 +1386,9 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         type=Path,
         help="py-spy raw profile (perf with BENCH_PERF=1) of the first cold read, and with "
-        "--second-pass of the first second pass too, beside it with the suffix .second",
+        "--second-pass of the first second pass too, beside it with the suffix .second; "
+        "py-spy samples BENCH_SPY_RATE per second, with BENCH_NATIVE=1 native frames too, "
+        "with BENCH_GIL=1 only the threads holding the GIL",
     )
     parser.add_argument(
         "--split-cores",
