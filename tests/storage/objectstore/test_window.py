@@ -1,8 +1,11 @@
 """The read-ahead control law on a fake clock: a consumer and a store simulated step by step.
 
-The store answers any number of GETs in ``latency`` seconds each, unless ``per_get_limit``
-caps how many it serves at once (its bandwidth); the consumer needs ``consume`` seconds per
-chunk. A reader's wait for its next chunk is what the simulation derives from the window.
+In ``simulate`` the store answers any number of GETs in ``latency`` seconds each, unless
+``parallel`` caps how many it serves at once (its bandwidth), and a larger window pays off
+at once. ``simulate_requests`` requests each chunk when it enters the window and lands it a
+GET later, so a growth's chunks take one GET to arrive, as they do from a real store. The
+consumer needs ``consume`` seconds per chunk. A reader's wait for its next chunk is what the
+simulation derives from the window.
 """
 
 from __future__ import annotations
@@ -33,6 +36,36 @@ def simulate(
     return windows
 
 
+def simulate_requests(
+    law: WindowLaw,
+    chunks: int,
+    *,
+    latency: float,
+    consume: float,
+    transfer: float = 0.0,
+) -> list[int]:
+    """Drive ``law`` through ``chunks`` chunk advances, each chunk requested as it enters the
+    window; a GET takes ``latency`` plus ``transfer`` for every GET in flight with it (a
+    store whose bandwidth the GETs share). The window after each advance."""
+    now = 0.0
+    lands: dict[int, float] = {}
+    requested = 0  # chunks 1..requested have been asked for; the reader starts in chunk 0
+    windows = []
+    for chunk in range(1, chunks + 1):
+        while requested < chunk - 1 + law.ahead:
+            requested += 1
+            inflight = sum(1 for t in lands.values() if t > now)
+            get = latency + (inflight + 1) * transfer
+            lands[requested] = now + get
+            law.got(get)
+        ready = max(now + consume, lands[chunk])
+        waited = ready - (now + consume)
+        now = ready
+        law.advanced(now, waited)
+        windows.append(law.ahead)
+    return windows
+
+
 def test_a_new_stream_starts_small() -> None:
     assert WindowLaw(CHUNK, 16).ahead == INITIAL_AHEAD
     assert WindowLaw(CHUNK, 1).ahead == 1
@@ -44,8 +77,9 @@ def test_the_window_grows_fourfold_in_slow_start_while_a_fast_consumer_waits() -
     windows = simulate(law, 64, latency=0.05, consume=0.0001)
     assert law.ahead == 32  # the cap: prefetch.max.size
     assert sorted(set(windows)) == [2, 8, 32]  # x4 per epoch, no other sizes
-    # the first advance only starts the clock; then an epoch of 2 advances, one of 8
-    assert windows.index(32) == 1 + 2 + 8 - 1
+    # the first advance only starts the clock; then an epoch of 2 advances, and two of 8:
+    # the first after a growth is its chunks' ramp, the second judges it and grows again
+    assert windows.index(32) == 1 + 2 + 8 + 8 - 1
 
 
 def test_slow_start_ends_at_the_cap_with_a_last_step_smaller_than_fourfold() -> None:
@@ -119,3 +153,26 @@ def test_the_window_grows_past_a_segment_when_each_segment_is_a_new_stream() -> 
         simulate(law, 16, latency=0.3, consume=0.001)
         law = law.resumed()
     assert law.ahead == 32
+
+
+def test_a_growth_is_judged_once_the_chunks_it_added_have_landed() -> None:
+    # a store with 300 ms GETs whatever their number: 32 chunks ahead give four times what
+    # 8 give, but the epoch right after the growth 8 -> 32 is mostly spent waiting for the
+    # 24 new chunks; judged on that epoch, the growth looks like a plateau
+    law = WindowLaw(CHUNK, 32)
+    windows = simulate_requests(law, 256, latency=0.3, consume=0.001)
+    reached = windows.index(32)
+    assert reached == 1 + INITIAL_AHEAD - 1  # the clock starts, then one epoch
+    assert set(windows[reached:]) == {32}
+
+
+def test_with_ramps_the_window_still_falls_back_where_the_store_stops_giving_more() -> None:
+    # every GET in flight adds 50 ms to each: past about 8 in flight the store's bandwidth,
+    # not the window, limits the reader, and 32 ahead gives within 10 % of what 8 give
+    law = WindowLaw(CHUNK, 32)
+    windows = simulate_requests(law, 400, latency=0.05, consume=0.0001, transfer=0.05)
+    overshoot_ends = len(windows) - windows[::-1].index(32)
+    settled = windows[overshoot_ends:]
+    assert overshoot_ends < 100
+    assert max(settled) <= 16
+    assert settled.count(8) > settled.count(16)

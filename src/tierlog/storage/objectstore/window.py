@@ -21,7 +21,9 @@ throughput ``X`` (bytes the reader consumed per second) and whether it waited:
   ``SLOW_START_GROWTH`` until the stream first plateaus or shrinks (slow start), by 2
   after that; but if the last growth raised ``X`` by less than ``PLATEAU_GAIN``, the
   store, not the window, is the limit: go back to the smaller window and hold it for
-  ``HOLD_EPOCHS`` epochs before probing a doubling again;
+  ``HOLD_EPOCHS`` epochs before probing a doubling again. A growth is judged on the
+  second epoch after it, not the first: the chunks it added are requested at the start of
+  the first and land one GET later, so that epoch's ``X`` is mostly the old window's;
 * the reader never waited (the consumer is the slower one): shrink towards the demand
   ``D = ceil(L / T_c) + 1``, the chunks a consumer needing ``T_c`` per chunk drains
   during one GET, plus one in reserve; at most halving per epoch.
@@ -70,6 +72,7 @@ class WindowLaw:
         "_hold",
         "_last_advance",
         "_previous",
+        "_ramping",
         "_slow_start",
         "_waited",
         "ahead",
@@ -93,6 +96,7 @@ class WindowLaw:
         self._previous: int | None = None  # ahead before the last growth
         self._at_growth: float | None = None  # X of the epoch that decided that growth
         self._hold = 0
+        self._ramping = False  # the epoch in progress is the first after a growth
         self._slow_start = True
 
     def resumed(self) -> WindowLaw:
@@ -157,6 +161,10 @@ class WindowLaw:
         self._waited = False
 
     def _when_behind(self, throughput: float) -> None:
+        if self._ramping:
+            # the growth's chunks were landing through this epoch: judge it on the next
+            self._ramping = False
+            return
         if self._hold > 0:
             self._hold -= 1
             return
@@ -176,10 +184,12 @@ class WindowLaw:
         self._at_growth = throughput
         growth = SLOW_START_GROWTH if self._slow_start else 2
         self.ahead = min(self.cap, growth * self.ahead)
+        self._ramping = True
 
     def _when_ahead(self) -> None:
         self._previous = self._at_growth = None
         self._hold = 0
+        self._ramping = False
         wanted = self.demand()
         if wanted is None or wanted >= self.ahead:
             return
