@@ -458,20 +458,23 @@ class ColdRead:
     ready_reads: float = 0.0  # of which answered on the event loop
     expires: float = 0.0  # remote reads a Fetch stopped waiting for (remote.fetch.max.wait.ms)
     taken_over: float = 0.0  # of which a later Fetch at the same offset waited for
+    get_range_s: float = 0.0  # the broker's ranged GETs' seconds, summed (chunks, indexes)
     kernel_s: float = 0.0  # of ``cpu_s``, the broker's time in the kernel
 
 
-def fetch_requests(broker: Broker) -> tuple[float, float, float, float, float, float]:
+def fetch_requests(broker: Broker) -> tuple[float, float, float, float, float, float, float]:
     """Fetch requests the broker has handled and the seconds they took in all, from decoding
     to the response being ready (``tierlog_requests_total``,
     ``tierlog_request_latency_seconds_sum``): a read's CPU is mostly per Fetch, and kcat
     keeps one Fetch in flight, so its pace is one Fetch's time. Then the remote reads of
     all partitions, and those of them answered on the event loop (``read_ready``), which
-    cost no thread hand-off. Last the remote reads a Fetch stopped waiting for, and those
-    a later Fetch took over."""
+    cost no thread hand-off. Then the remote reads a Fetch stopped waiting for, and those
+    a later Fetch took over. Last the seconds of the object-store plugin's ranged GETs
+    summed: over a read's duration, by Little's law, the GETs it kept in flight on average,
+    against the ceiling's fixed number."""
     with urllib.request.urlopen(broker.metrics_url, timeout=5) as r:
         text = r.read().decode()
-    count = seconds = remote = ready = expires = taken_over = 0.0
+    count = seconds = remote = ready = expires = taken_over = get_range = 0.0
     for line in text.splitlines():
         if line.startswith('tierlog_requests_total{api="Fetch"}'):
             count = float(line.rsplit(" ", 1)[1])
@@ -485,7 +488,9 @@ def fetch_requests(broker: Broker) -> tuple[float, float, float, float, float, f
             expires += float(line.rsplit(" ", 1)[1])
         elif line.startswith("tierlog_remote_fetch_taken_over_total{"):
             taken_over += float(line.rsplit(" ", 1)[1])
-    return count, seconds, remote, ready, expires, taken_over
+        elif line.startswith('tierlog_objectstore_request_seconds_sum{operation="get_range"}'):
+            get_range = float(line.rsplit(" ", 1)[1])
+    return count, seconds, remote, ready, expires, taken_over, get_range
 
 
 def _user_and_kernel_seconds(pid: int) -> tuple[float, float]:
@@ -1229,7 +1234,9 @@ def report(run: StoreRun, args: argparse.Namespace) -> None:
             f"{cr.fetch_s / max(cr.fetches, 1) * 1000:.2f} ms in the broker each, "
             f"{cr.ready_reads / max(cr.remote_reads, 1):.0%} of remote reads answered on the loop, "
             f"{cr.expires:.0f} given up on after remote.fetch.max.wait.ms "
-            f"({cr.taken_over:.0f} taken over by the next Fetch)"
+            f"({cr.taken_over:.0f} taken over by the next Fetch), "
+            f"{cr.get_range_s / cr.seconds:.1f} ranged GETs in flight on average (the "
+            f"ceiling: {args.ceiling_inflight})"
             + (
                 f" (hot: {run.hot_fetches[r] / (total / GiB):,.0f} per GiB, "
                 f"{run.hot_cpu[r] / max(run.hot_fetches[r], 1) * 1000:.2f} ms each, "
