@@ -155,10 +155,39 @@ def test_the_window_grows_past_a_segment_when_each_segment_is_a_new_stream() -> 
     assert law.ahead == 32
 
 
-def test_a_growth_is_judged_once_the_chunks_it_added_have_landed() -> None:
-    # a store with 300 ms GETs whatever their number: 32 chunks ahead give four times what
-    # 8 give, but the epoch right after the growth 8 -> 32 is mostly spent waiting for the
-    # 24 new chunks; judged on that epoch, the growth looks like a plateau
+def epoch(law: WindowLaw, now: float, advances: int, seconds: float) -> float:
+    """``advances`` chunk advances evenly over ``seconds``, the reader waiting before each."""
+    for _ in range(advances):
+        now += seconds / advances
+        law.advanced(now, waited=0.01)
+    return now
+
+
+def test_the_epoch_after_a_growth_neither_judges_nor_grows() -> None:
+    # traced in a cold read: the epoch after 8 -> 32 ran at about the old window's pace
+    # while the 24 new chunks were on their way, and the one after it at twice that
+    law = WindowLaw(CHUNK, 32)
+    now = epoch(law, 0.0, 1, 0.0)  # the first advance starts the clock
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # 50 chunks/s
+    assert law.ahead == 32
+    now = epoch(law, now, 32, 0.64)  # the ramp: 50 chunks/s again
+    assert law.ahead == 32  # judged on this epoch, the growth would look like a plateau
+    epoch(law, now, 32, 0.32)  # 100 chunks/s: the growth paid
+    assert law.ahead == 32
+
+
+def test_a_growth_that_bought_nothing_is_still_taken_back_one_epoch_later() -> None:
+    law = WindowLaw(CHUNK, 32)
+    now = epoch(law, 0.0, 1, 0.0)
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)
+    now = epoch(law, now, 32, 0.64)
+    assert law.ahead == 32
+    epoch(law, now, 32, 0.62)  # past its ramp, still 50 chunks/s: the store is the limit
+    assert law.ahead == INITIAL_AHEAD
+
+
+def test_a_store_that_gives_more_with_more_in_flight_keeps_the_window_at_the_cap() -> None:
+    # 300 ms GETs whatever their number, each chunk requested as it enters the window
     law = WindowLaw(CHUNK, 32)
     windows = simulate_requests(law, 256, latency=0.3, consume=0.001)
     reached = windows.index(32)
