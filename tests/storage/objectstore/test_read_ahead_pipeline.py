@@ -32,7 +32,7 @@ from tests.storage.objectstore.objectstore_helpers import (
 )
 from tierlog.storage.objectstore import ObjectStoreRemoteStorageManager
 from tierlog.storage.objectstore.backend import ObjectBackend
-from tierlog.storage.objectstore.window import INITIAL_AHEAD
+from tierlog.storage.objectstore.window import INITIAL_AHEAD, SLOW_START_GROWTH
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
 
 CHUNK = 64 * 1024
@@ -573,3 +573,36 @@ def test_read_ahead_waits_until_the_reader_has_its_first_chunk(
         assert first.result(10) == data[:CHUNK]
         wait_until(lambda: gated.issued[(key, 1)] == 1, what="read-ahead after the first chunk")
         stream.close()
+
+
+def test_a_reader_waiting_in_its_first_epoch_widens_the_window_before_the_chunk_lands(
+    tmp_path: Path,
+) -> None:
+    cap = SLOW_START_GROWTH * INITIAL_AHEAD
+    plugin = adaptive_rsm(tmp_path, **{PREFETCH_MAX: str(cap * CHUNK)})
+    grown: list[TopicIdPartition] = []
+    plugin.watch_window(grown.append)
+    gated = gate(plugin)
+    try:
+        md, data = upload(plugin, tmp_path, cap + 8, tip=TIP)
+        key = plugin.keys_for(md).log
+        gated.let_through(key, 0)
+        with ThreadPoolExecutor(1) as pool:
+            stream = plugin.fetch_log_segment(md, 0)
+            assert pool.submit(stream.read, CHUNK).result(10) == data[:CHUNK]
+            first_window = set(range(1, INITIAL_AHEAD + 1))
+            wait_until(lambda: gated.flying(key) == first_window, what="the first window")
+            assert not grown
+            # the consumer is already back for more, and chunk 1 has not landed
+            second = pool.submit(stream.read, CHUNK)
+            wait_until(
+                lambda: gated.flying(key) == set(range(1, cap + 1)),
+                what="the grown window's GETs, issued while chunk 1 is still on its way",
+            )
+            assert grown == [TIP]
+            gated.open_all()
+            assert second.result(10) == data[CHUNK : 2 * CHUNK]
+            stream.close()
+    finally:
+        gated.open_all()
+        plugin.close()

@@ -13,7 +13,12 @@ from __future__ import annotations
 import itertools
 import math
 
-from tierlog.storage.objectstore.window import HOLD_EPOCHS, INITIAL_AHEAD, WindowLaw
+from tierlog.storage.objectstore.window import (
+    HOLD_EPOCHS,
+    INITIAL_AHEAD,
+    SLOW_START_GROWTH,
+    WindowLaw,
+)
 
 CHUNK = 4 * 1024 * 1024
 
@@ -46,20 +51,30 @@ def simulate_requests(
 ) -> list[int]:
     """Drive ``law`` through ``chunks`` chunk advances, each chunk requested as it enters the
     window; a GET takes ``latency`` plus ``transfer`` for every GET in flight with it (a
-    store whose bandwidth the GETs share). The window after each advance."""
+    store whose bandwidth the GETs share). A reader about to wait calls ``waiting`` first,
+    as the stream does. The window after each advance."""
     now = 0.0
     lands: dict[int, float] = {}
     requested = 0  # chunks 1..requested have been asked for; the reader starts in chunk 0
     windows = []
-    for chunk in range(1, chunks + 1):
+
+    def request(chunk: int, at: float) -> None:
+        nonlocal requested
         while requested < chunk - 1 + law.ahead:
             requested += 1
-            inflight = sum(1 for t in lands.values() if t > now)
+            inflight = sum(1 for t in lands.values() if t > at)
             get = latency + (inflight + 1) * transfer
-            lands[requested] = now + get
+            lands[requested] = at + get
             law.got(get)
-        ready = max(now + consume, lands[chunk])
-        waited = ready - (now + consume)
+
+    for chunk in range(1, chunks + 1):
+        request(chunk, now)
+        wanted = now + consume
+        if lands[chunk] > wanted:  # the reader has to wait: the stream tells the law so
+            law.waiting()
+            request(chunk, wanted)
+        ready = max(wanted, lands[chunk])
+        waited = ready - wanted
         now = ready
         law.advanced(now, waited)
         windows.append(law.ahead)
@@ -190,9 +205,7 @@ def test_a_store_that_gives_more_with_more_in_flight_keeps_the_window_at_the_cap
     # 300 ms GETs whatever their number, each chunk requested as it enters the window
     law = WindowLaw(CHUNK, 32)
     windows = simulate_requests(law, 256, latency=0.3, consume=0.001)
-    reached = windows.index(32)
-    assert reached == 1 + INITIAL_AHEAD - 1  # the clock starts, then one epoch
-    assert set(windows[reached:]) == {32}
+    assert set(windows) == {32}  # grown as the reader first waited, then kept
 
 
 def test_with_ramps_the_window_still_falls_back_where_the_store_stops_giving_more() -> None:
@@ -205,3 +218,47 @@ def test_with_ramps_the_window_still_falls_back_where_the_store_stops_giving_mor
     assert overshoot_ends < 100
     assert max(settled) <= 16
     assert settled.count(8) > settled.count(16)
+
+
+def test_a_reader_waiting_in_its_first_epoch_grows_the_window_at_once() -> None:
+    law = WindowLaw(CHUNK, 128)
+    law.advanced(0.0, 0.0)  # the reader in its first chunk
+    law.waiting()  # ... and already at the end of it, before the next has landed
+    assert law.ahead == SLOW_START_GROWTH * INITIAL_AHEAD
+    law.waiting()  # only the first epoch is decided this way
+    assert law.ahead == SLOW_START_GROWTH * INITIAL_AHEAD
+
+
+def test_a_reader_that_waits_only_after_its_first_epoch_grows_when_the_epoch_ends() -> None:
+    law = WindowLaw(CHUNK, 32)
+    now = epoch(law, 0.0, 1, 0.0)
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # decided at its end: grown
+    assert law.ahead == 32
+    epoch(law, now, 32, 0.64)  # the ramp
+    law.waiting()
+    assert law.ahead == 32
+
+
+def growth_at_first_wait(first_get_s: float, judged_chunks_per_s: float) -> WindowLaw:
+    """A law whose first window's GETs took ``first_get_s`` each, grown at the reader's
+    first wait, through its ramp epoch and the epoch that judges it at that pace."""
+    law = WindowLaw(CHUNK, 32)
+    for _ in range(INITIAL_AHEAD):
+        law.got(first_get_s)
+    law.advanced(0.0, 0.0)
+    law.waiting()
+    assert law.ahead == 32
+    now = epoch(law, 0.0, 1, 0.2)  # the wait itself
+    now = epoch(law, now, 32, 32 / judged_chunks_per_s)  # the ramp
+    assert law.ahead == 32
+    epoch(law, now, 32, 32 / judged_chunks_per_s)
+    return law
+
+
+def test_a_growth_at_the_first_wait_is_kept_when_it_beats_the_first_windows_best() -> None:
+    # 8 chunks per 0.2 s GET: the first window drains 40 chunks/s at best
+    assert growth_at_first_wait(0.2, judged_chunks_per_s=80).ahead == 32
+
+
+def test_a_growth_at_the_first_wait_that_bought_nothing_is_taken_back() -> None:
+    assert growth_at_first_wait(0.2, judged_chunks_per_s=42).ahead == INITIAL_AHEAD

@@ -19,7 +19,7 @@ import pytest
 from tests.tiered.manager.rlm_helpers import DEADLINE_S, Stack, make_stack, offload, wait_until
 from tierlog.protocol.records import iter_records, scan_batches
 from tierlog.storage.directory import DirectoryRemoteStorageManager
-from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead
+from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead, TopicIdPartition
 from tierlog.tiered.manager import RemoteFetchRequest, RemoteFetchResult
 
 
@@ -125,3 +125,58 @@ def test_a_failing_warm_never_fails_the_read_and_is_retried(st: Stack) -> None:
         "second warm attempt after the failure",
     )
     assert set(attempts) == {10}
+
+
+class GrowingDirectory(WarmingDirectory):
+    """A read-ahead plugin whose window the test grows, telling the listener it was given
+    as the object-store plugin does when a reader waits inside a read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = 1
+        self.listener: Callable[[TopicIdPartition], None] | None = None
+        self._asked_lock = threading.Lock()
+        self.asked: list[tuple[int, int, int | None]] = []  # (segment start, position, length)
+
+    def read_ahead_window(self, tip: TopicIdPartition) -> int:
+        return self.window
+
+    def watch_window(self, listener: Callable[[TopicIdPartition], None] | None) -> None:
+        self.listener = listener
+
+    def warm(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int = 0,
+        length: int | None = None,
+    ) -> int:
+        with self._asked_lock:
+            self.asked.append((metadata.start_offset, start_position, length))
+        return 0
+
+    def seen(self) -> list[tuple[int, int, int | None]]:
+        with self._asked_lock:
+            return list(self.asked)
+
+
+def test_a_window_grown_inside_a_read_is_continued_into_the_next_segments_at_once(
+    tmp_path: Path,
+) -> None:
+    rsm = GrowingDirectory()
+    st = make_stack(tmp_path, rsm=rsm)
+    try:
+        offload(st)
+        assert rsm.listener is not None  # the broker's reader listens from its start
+        assert read_offsets(st, 0) == list(range(10))
+        wait_until(lambda: [a[0] for a in rsm.seen()] == [10], "segment 10.. warmed")
+        # the reader, waiting inside its next read, has its window grown by the plugin
+        rsm.window = 1 << 20
+        rsm.listener(st.remote()[0].topic_id_partition)
+        # no read ended since: the last read end is continued against the grown window,
+        # as far as the segments the window now reaches (10.. whole, then 20..)
+        wait_until(lambda: 20 in [a[0] for a in rsm.seen()], "segment 20.. warmed")
+        segment_10 = [a for a in rsm.seen() if a[0] == 10]
+        assert segment_10[-1][1] + (segment_10[-1][2] or 0) > 1  # widened past 1 byte
+    finally:
+        st.close()
+    assert rsm.listener is None  # the reader stops listening as it closes

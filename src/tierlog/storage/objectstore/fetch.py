@@ -15,6 +15,10 @@ stops holds less than one window. A read-ahead task that has not started when th
 needs its chunk is cancelled and the chunk is loaded inline, so queueing never delays a
 reader and no chunk is fetched twice.
 
+A reader that has to wait for a chunk in its stream's first epoch has the window grown
+there and then (``WindowLaw.waiting``), and ``grown`` is told, so that whoever continues the
+window into the next segments need not wait for the read to end.
+
 A stream's read-ahead starts once its reader has its first chunk, not while that chunk is
 still on its way: the first bytes of a read are what its caller waits for, and GETs issued
 beside that one share the store, the network and the CPU with it. A stream entering a
@@ -62,6 +66,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         law: WindowLaw | None,
         budget: ReadAheadBudget | None = None,
         reached: Callable[[int], None] | None = None,
+        grown: Callable[[], None] | None = None,
         closed: Callable[[WindowLaw], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -78,6 +83,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         self._law = law if pool is not None and law is not None and law.cap > 0 else None
         self._account = None if budget is None or self._law is None else budget.open(self.reclaim)
         self._reached = reached
+        self._grown = grown
         self._closed_cb = closed
         self._clock = clock
         # read-ahead state, shared with the pool threads whose completions refill the window
@@ -297,6 +303,15 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._arriving_size = high - low
             arriving.when_ended(self._arrival_ended)
             return
+        if future is not None and self._law is not None and not future.done():
+            with self._lock:
+                before = self._law.ahead
+                self._law.waiting()
+                self._fill()
+                self._window_changed()
+                grew = self._law.ahead > before
+            if grew and self._grown is not None:
+                self._grown()
         data = self._take(chunk_id, future)
         now = self._clock()
         metrics.READ_WAIT_SECONDS.inc(now - started)

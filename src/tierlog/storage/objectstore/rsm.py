@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -183,6 +183,7 @@ class ObjectStoreRemoteStorageManager(
         )
         self._laws: OrderedDict[TopicIdPartition, WindowLaw] = OrderedDict()
         self._laws_lock = threading.Lock()
+        self._window_listener: Callable[[TopicIdPartition], None] | None = None
         budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
         self._ahead_pool = ThreadPoolExecutor(
             min(cfg.fetch_chunk_cache_prefetch_max_concurrency, max(1, budget_chunks)),
@@ -265,6 +266,14 @@ class ObjectStoreRemoteStorageManager(
         if law is None:  # no stream yet: what a new one starts with
             return min(self._read_ahead, INITIAL_AHEAD) * self.config.chunk_size
         return law.window_bytes
+
+    def watch_window(self, listener: Callable[[TopicIdPartition], None] | None) -> None:
+        self._window_listener = listener
+
+    def _window_grown(self, tip: TopicIdPartition) -> None:
+        listener = self._window_listener
+        if listener is not None:
+            listener(tip)
 
     def _remember(self, tip: TopicIdPartition, law: WindowLaw) -> None:
         with self._laws_lock:
@@ -400,6 +409,7 @@ class ObjectStoreRemoteStorageManager(
                 if self._caching_chunks
                 else None
             ),
+            grown=lambda: self._window_grown(tip),
             closed=lambda law: self._remember(tip, law),
         )
         return stream  # type: ignore[return-value]

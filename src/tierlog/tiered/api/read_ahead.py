@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 
 from tierlog.tiered.api.remote_log_segment_metadata import RemoteLogSegmentMetadata
 from tierlog.tiered.api.topic_id_partition import TopicIdPartition
@@ -30,6 +31,11 @@ class SupportsReadAhead(abc.ABC):
       being fetched twice. A window that starts at position 0 also prefetches the offset and
       time indexes. ``length`` None means the plugin's own window; ``length=0`` warms only the
       segment's metadata and indexes.
+    * ``watch_window(listener)`` sets the one callable told ``listener(tip)`` when a
+      partition's window grows while its reader waits inside a read, so a caller that
+      continues the window does not have to wait for that read to end (None removes it).
+      It is called in the plugin's thread, outside the plugin's locks, and must return at
+      once. A plugin whose window never grows need not call it.
     * Warming is best effort: failures are the plugin's to log and count, and must never
       surface in a later read of the same range.
     * Thread-safety is as for ``RemoteStorageManager``.
@@ -43,6 +49,10 @@ class SupportsReadAhead(abc.ABC):
     def read_ahead_window(self, tip: TopicIdPartition) -> int:
         """Bytes the partition's latest read stream keeps ahead of its reader now."""
         return self.read_ahead_bytes
+
+    def watch_window(self, listener: Callable[[TopicIdPartition], None] | None) -> None:
+        """Tell ``listener`` of each window that grows from now on (None: stop telling)."""
+        del listener
 
     @abc.abstractmethod
     def warm(

@@ -19,6 +19,11 @@ consumer takes about 1 MiB per Fetch, and a ``warm`` call per Fetch (a thread ha
 manifest lookup, a cache check per chunk) cost ~0.1 CPU-s per GiB read cold, for chunks the
 previous call had mostly asked for.
 
+A window can also grow while its reader waits inside a read (the plugin's first epoch,
+decided at the reader's first wait): the plugin tells the warmer (``watch_window``), which
+repeats the partition's last read end against the grown window, so the next segment's
+chunks are asked for then rather than when that read ends, a GET later.
+
 ``warm`` starts with a manifest GET, a round trip the read that triggered it must not wait
 for, so the calls run on a small pool owned here and shut down by ``close``.
 """
@@ -53,6 +58,15 @@ _WARMED_REMEMBERED = 4096
 _MAX_SEGMENTS_AHEAD = 16
 
 
+#: Where a partition's last read ended: its segment, the position, and how to find the
+#: segment after a segment.
+_ReadEnd = tuple[
+    RemoteLogSegmentMetadata,
+    int,
+    Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
+]
+
+
 class NextSegmentWarmer:
     """Warms the segments after the one a read ended in, each byte range once.
 
@@ -68,6 +82,9 @@ class NextSegmentWarmer:
         self._lock = threading.Lock()
         self._warmed: OrderedDict[uuid.UUID, int] = OrderedDict()
         self._after: OrderedDict[uuid.UUID, RemoteLogSegmentMetadata] = OrderedDict()
+        # each partition's last read end, repeated when its window grows
+        self._last: OrderedDict[TopicIdPartition, _ReadEnd] = OrderedDict()
+        rsm.watch_window(self._window_grown)
 
     def after_read(
         self,
@@ -79,6 +96,33 @@ class NextSegmentWarmer:
         """A read of ``md`` ended at ``end_position``: warm the part of each following
         segment (``segment_after`` gives the one after a segment, asked only when needed)
         the window now covers, and the manifests and indexes of those within the lead."""
+        with self._lock:
+            self._last[tip] = (md, end_position, segment_after)
+            self._last.move_to_end(tip)
+            while len(self._last) > _WARMED_REMEMBERED:
+                self._last.popitem(last=False)
+        self._continue(tip, md, end_position, segment_after)
+
+    def _window_grown(self, tip: TopicIdPartition) -> None:
+        """The plugin's word that ``tip``'s window grew: continue it from the partition's
+        last read end, on the pool (the plugin's reader thread must not wait for a manifest
+        lookup)."""
+        with self._lock:
+            last = self._last.get(tip)
+        if last is None:
+            return
+        try:
+            self._pool.submit(self._continue, tip, *last)
+        except RuntimeError:  # closed
+            pass
+
+    def _continue(
+        self,
+        tip: TopicIdPartition,
+        md: RemoteLogSegmentMetadata,
+        end_position: int,
+        segment_after: Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
+    ) -> None:
         window = self._rsm.read_ahead_window(tip)
         if window <= 0:
             return
@@ -161,4 +205,5 @@ class NextSegmentWarmer:
 
     def close(self) -> None:
         """Stop warming: queued calls are dropped, running ones finish on their own."""
+        self._rsm.watch_window(None)
         self._pool.shutdown(wait=False, cancel_futures=True)
