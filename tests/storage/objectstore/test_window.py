@@ -92,9 +92,10 @@ def test_the_window_grows_fourfold_in_slow_start_while_a_fast_consumer_waits() -
     windows = simulate(law, 64, latency=0.05, consume=0.0001)
     assert law.ahead == 32  # the cap: prefetch.max.size
     assert sorted(set(windows)) == [2, 8, 32]  # x4 per epoch, no other sizes
-    # the first advance only starts the clock; then an epoch of 2 advances, and two of 8:
-    # the first after a growth is its chunks' ramp, the second judges it and grows again
-    assert windows.index(32) == 1 + 2 + 8 + 8 - 1
+    # the first advance only starts the clock; then an epoch of 2 advances; then the
+    # growth's ramp, as many advances as the window before it had (2), until the reader
+    # reaches the chunks it requested; then an epoch of 8 judges it and grows again
+    assert windows.index(32) == 1 + 2 + 2 + 8 - 1
 
 
 def test_slow_start_ends_at_the_cap_with_a_last_step_smaller_than_fourfold() -> None:
@@ -179,14 +180,15 @@ def epoch(law: WindowLaw, now: float, advances: int, seconds: float) -> float:
 
 
 def test_the_epoch_after_a_growth_neither_judges_nor_grows() -> None:
-    # traced in a cold read: the epoch after 8 -> 32 ran at about the old window's pace
-    # while the 24 new chunks were on their way, and the one after it at twice that
+    # traced in a cold read: after 8 -> 32 the reader drained the 8 chunks requested before
+    # the growth at about the old window's pace while the 24 new ones were on their way,
+    # and the growth's own chunks at twice that
     law = WindowLaw(CHUNK, 32)
     now = epoch(law, 0.0, 1, 0.0)  # the first advance starts the clock
     now = epoch(law, now, INITIAL_AHEAD, 0.16)  # 50 chunks/s
     assert law.ahead == 32
-    now = epoch(law, now, 32, 0.64)  # the ramp: 50 chunks/s again
-    assert law.ahead == 32  # judged on this epoch, the growth would look like a plateau
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # the ramp: the old window's chunks, 50/s
+    assert law.ahead == 32  # judged on the ramp, the growth would look like a plateau
     epoch(law, now, 32, 0.32)  # 100 chunks/s: the growth paid
     assert law.ahead == 32
 
@@ -195,10 +197,21 @@ def test_a_growth_that_bought_nothing_is_still_taken_back_one_epoch_later() -> N
     law = WindowLaw(CHUNK, 32)
     now = epoch(law, 0.0, 1, 0.0)
     now = epoch(law, now, INITIAL_AHEAD, 0.16)
-    now = epoch(law, now, 32, 0.64)
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # the ramp
     assert law.ahead == 32
     epoch(law, now, 32, 0.62)  # past its ramp, still 50 chunks/s: the store is the limit
     assert law.ahead == INITIAL_AHEAD
+
+
+def test_the_ramp_ends_when_the_reader_reaches_the_chunks_the_growth_requested() -> None:
+    law = WindowLaw(CHUNK, 128)
+    now = epoch(law, 0.0, 1, 0.0)
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # 8 -> 32
+    now = epoch(law, now, INITIAL_AHEAD, 0.16)  # the ramp: 8 advances, not 32
+    now = epoch(law, now, 32 - 1, 0.31)
+    assert law.ahead == 32  # the judging epoch is 32 advances long
+    epoch(law, now, 1, 0.01)  # 100 chunks/s against 50: kept, and slow start goes on
+    assert law.ahead == 128
 
 
 def test_a_store_that_gives_more_with_more_in_flight_keeps_the_window_at_the_cap() -> None:
@@ -241,15 +254,15 @@ def test_a_reader_that_waits_only_after_its_first_epoch_grows_when_the_epoch_end
 
 def growth_at_first_wait(first_get_s: float, judged_chunks_per_s: float) -> WindowLaw:
     """A law whose first window's GETs took ``first_get_s`` each, grown at the reader's
-    first wait, through its ramp epoch and the epoch that judges it at that pace."""
+    first wait, through its ramp and the epoch that judges it at that pace."""
     law = WindowLaw(CHUNK, 32)
     for _ in range(INITIAL_AHEAD):
         law.got(first_get_s)
     law.advanced(0.0, 0.0)
     law.waiting()
     assert law.ahead == 32
-    now = epoch(law, 0.0, 1, 0.2)  # the wait itself
-    now = epoch(law, now, 32, 32 / judged_chunks_per_s)  # the ramp
+    # the ramp: the first window's chunks, the first of them the one waited for
+    now = epoch(law, 0.0, INITIAL_AHEAD, INITIAL_AHEAD / judged_chunks_per_s)
     assert law.ahead == 32
     epoch(law, now, 32, 32 / judged_chunks_per_s)
     return law

@@ -23,8 +23,10 @@ throughput ``X`` (bytes the reader consumed per second) and whether it waited:
   after that; but if the last growth raised ``X`` by less than ``PLATEAU_GAIN``, the
   store, not the window, is the limit: go back to the smaller window and hold it for
   ``HOLD_EPOCHS`` epochs before probing a doubling again. A growth is judged on the
-  second epoch after it, not the first: the chunks it added are requested at the start of
-  the first and land one GET later, so that epoch's ``X`` is mostly the old window's;
+  epoch after its ramp, not on the ramp: the chunks it added are requested as it is
+  decided and land one GET later, and until the reader reaches them it drains the chunks
+  the old window had requested, so the ramp lasts that old window's advances and its
+  ``X`` is the old window's;
 * the reader never waited (the consumer is the slower one): shrink towards the demand
   ``D = ceil(L / T_c) + 1``, the chunks a consumer needing ``T_c`` per chunk drains
   during one GET, plus one in reserve; at most halving per epoch.
@@ -109,7 +111,7 @@ class WindowLaw:
         self._previous: int | None = None  # ahead before the last growth
         self._at_growth: float | None = None  # X of the epoch that decided that growth
         self._hold = 0
-        self._ramping = False  # the epoch in progress is the first after a growth
+        self._ramping = False  # the epoch in progress is a growth's ramp
         self._slow_start = True
         self._decided = False  # an epoch of this reader was decided (the first one ended)
 
@@ -162,7 +164,9 @@ class WindowLaw:
         if waited > _WAIT_NOISE_S and self._last_advance is not None:
             self._waited = True
         self._last_advance = now
-        if self._epoch_advances >= max(2, self.ahead):
+        # the epoch after a growth lasts until the reader reaches the chunks it requested
+        length = self._previous if self._ramping and self._previous else self.ahead
+        if self._epoch_advances >= max(2, length):
             self._decide(now)
 
     def waiting(self) -> None:
@@ -205,7 +209,7 @@ class WindowLaw:
 
     def _when_behind(self, throughput: float) -> None:
         if self._ramping:
-            # the growth's chunks were landing through this epoch: judge it on the next
+            # the reader drained the old window's chunks: judge the growth on the next
             self._ramping = False
             return
         if self._hold > 0:
