@@ -29,6 +29,8 @@ class WarmingDirectory(DirectoryRemoteStorageManager, SupportsReadAhead):
     def __init__(self) -> None:
         super().__init__()
         self.hook: Callable[[RemoteLogSegmentMetadata], int] = lambda md: 0
+        self._asked_lock = threading.Lock()
+        self.asked: list[tuple[int, int, int | None]] = []  # (segment start, position, length)
 
     @property
     def read_ahead_bytes(self) -> int:
@@ -40,7 +42,13 @@ class WarmingDirectory(DirectoryRemoteStorageManager, SupportsReadAhead):
         start_position: int = 0,
         length: int | None = None,
     ) -> int:
+        with self._asked_lock:
+            self.asked.append((metadata.start_offset, start_position, length))
         return self.hook(metadata)
+
+    def seen(self) -> list[tuple[int, int, int | None]]:
+        with self._asked_lock:
+            return list(self.asked)
 
 
 class BlockingWarm:
@@ -135,28 +143,12 @@ class GrowingDirectory(WarmingDirectory):
         super().__init__()
         self.window = 1
         self.listener: Callable[[TopicIdPartition], None] | None = None
-        self._asked_lock = threading.Lock()
-        self.asked: list[tuple[int, int, int | None]] = []  # (segment start, position, length)
 
     def read_ahead_window(self, tip: TopicIdPartition) -> int:
         return self.window
 
     def watch_window(self, listener: Callable[[TopicIdPartition], None] | None) -> None:
         self.listener = listener
-
-    def warm(
-        self,
-        metadata: RemoteLogSegmentMetadata,
-        start_position: int = 0,
-        length: int | None = None,
-    ) -> int:
-        with self._asked_lock:
-            self.asked.append((metadata.start_offset, start_position, length))
-        return 0
-
-    def seen(self) -> list[tuple[int, int, int | None]]:
-        with self._asked_lock:
-            return list(self.asked)
 
 
 def test_a_window_grown_inside_a_read_is_continued_into_the_next_segments_at_once(

@@ -96,12 +96,13 @@ class NextSegmentWarmer:
         """A read of ``md`` ended at ``end_position``: warm the part of each following
         segment (``segment_after`` gives the one after a segment, asked only when needed)
         the window now covers, and the manifests and indexes of those within the lead."""
+        end = (md, end_position, segment_after)
         with self._lock:
-            self._last[tip] = (md, end_position, segment_after)
+            self._last[tip] = end
             self._last.move_to_end(tip)
             while len(self._last) > _WARMED_REMEMBERED:
                 self._last.popitem(last=False)
-        self._continue(tip, md, end_position, segment_after)
+        self._continue(tip, end)
 
     def _window_grown(self, tip: TopicIdPartition) -> None:
         """The plugin's word that ``tip``'s window grew: continue it from the partition's
@@ -112,17 +113,12 @@ class NextSegmentWarmer:
         if last is None:
             return
         try:
-            self._pool.submit(self._continue, tip, *last)
+            self._pool.submit(self._continue, tip, last)
         except RuntimeError:  # closed
             pass
 
-    def _continue(
-        self,
-        tip: TopicIdPartition,
-        md: RemoteLogSegmentMetadata,
-        end_position: int,
-        segment_after: Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
-    ) -> None:
+    def _continue(self, tip: TopicIdPartition, end: _ReadEnd) -> None:
+        md, end_position, segment_after = end
         window = self._rsm.read_ahead_window(tip)
         if window <= 0:
             return
