@@ -606,3 +606,38 @@ def test_a_reader_waiting_in_its_first_epoch_widens_the_window_before_the_chunk_
     finally:
         gated.open_all()
         plugin.close()
+
+
+def test_a_free_get_slot_goes_to_the_chunk_its_reader_needs_soonest(tmp_path: Path) -> None:
+    # one read-ahead GET at a time; two readers in step, the second one's window asked for
+    # after the first one's: its next chunk still goes before the first one's further ones
+    plugin = adaptive_rsm(
+        tmp_path,
+        **{PREFETCH_MAX: str(4 * CHUNK), "fetch_chunk_cache_prefetch_max_concurrency": "1"},
+    )
+    gated = gate(plugin)
+    try:
+        a, data_a = upload(plugin, tmp_path, 8, seed=1, tip=TIP)
+        b, data_b = upload(plugin, tmp_path, 8, seed=2, tip=TopicIdPartition(TIP.topic_id, "b", 1))
+        key_a, key_b = plugin.keys_for(a).log, plugin.keys_for(b).log
+        gated.let_through(key_a, 0)
+        gated.let_through(key_b, 0)
+        with ThreadPoolExecutor(2) as readers:
+            stream_a = plugin.fetch_log_segment(a, 0)
+            assert readers.submit(stream_a.read, CHUNK).result(10) == data_a[:CHUNK]
+            wait_until(lambda: gated.flying(key_a) == {1}, what="a's first read-ahead GET")
+            stream_b = plugin.fetch_log_segment(b, 0)
+            assert readers.submit(stream_b.read, CHUNK).result(10) == data_b[:CHUNK]
+            # queued now: a's chunks 2-4 (2-4 past its reader), then b's 1-4 (1-4 past)
+            holds_for(lambda: gated.flying(key_b) == set(), 0.1, "b's GETs wait for the slot")
+            gated.let_through(key_a, 1)
+            wait_until(lambda: gated.flying(key_b) == {1}, what="b's chunk 1 next, before a's 2")
+            assert gated.flying(key_a) == set()
+            gated.open_all()
+            assert readers.submit(stream_a.read, CHUNK).result(10) == data_a[CHUNK : 2 * CHUNK]
+            assert readers.submit(stream_b.read, CHUNK).result(10) == data_b[CHUNK : 2 * CHUNK]
+            stream_a.close()
+            stream_b.close()
+    finally:
+        gated.open_all()
+        plugin.close()

@@ -2,7 +2,8 @@
 
 Only the chunks covering the requested range are fetched, each with one ranged GET. The
 reader loads the chunk it is in inline; read-ahead keeps the chunks after it loaded or in
-flight on the read-ahead pool, as many as the stream's adaptive window allows
+flight on the read-ahead pool (``nearest_first``: ranked by how far past the reader each chunk
+is), as many as the stream's adaptive window allows
 (``window.WindowLaw``: it grows while the reader waits and throughput still grows, and
 shrinks to what the consumer drains per GET when the consumer is the slower one). A GET
 that completes is replaced at once, not when the reader gets to its chunk. Every chunk
@@ -33,16 +34,18 @@ ordinary way (cached, or its error reported) when the reader runs past what arri
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 
 from tierlog.storage.objectstore import metrics
 from tierlog.storage.objectstore.arriving import Arriving
 from tierlog.storage.objectstore.budget import ReadAheadBudget
 from tierlog.storage.objectstore.chunk_index import ChunkIndex
+from tierlog.storage.objectstore.nearest_first import NearestFirstPool
 from tierlog.storage.objectstore.window import WindowLaw
 from tierlog.tiered.api import SupportsReadView
 
@@ -61,7 +64,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         *,
         load: Callable[[int], Chunk],
         ahead: Callable[[int], tuple[Chunk, bool]],
-        pool: Executor | None,
+        pool: NearestFirstPool | None,
         arriving: Callable[[int], Arriving | None] | None = None,
         law: WindowLaw | None,
         budget: ReadAheadBudget | None = None,
@@ -105,6 +108,17 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._window = self._law.window_bytes
             metrics.READ_AHEAD_STREAMS.inc()
             metrics.READ_AHEAD_WINDOW_BYTES.inc(self._window)
+
+    @property
+    def reader_chunk(self) -> int:
+        """The chunk the reader is in (one before the first until it reads); read without
+        the lock by the GET pool's ranks, for which a value one advance old does."""
+        return self._current
+
+    @property
+    def chunks_left(self) -> int:
+        """Chunks of this stream past the reader's chunk."""
+        return self._last_chunk - self._current
 
     @property
     def window_bytes(self) -> int:
@@ -348,7 +362,9 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             if self._account is not None and not self._account.try_acquire(size):
                 return
             try:
-                future = self._pool.submit(self._timed, chunk_id)
+                future = self._pool.submit_ranked(
+                    functools.partial(self._rank, chunk_id), self._timed, chunk_id
+                )
             except RuntimeError:  # the pool is shut down: the plugin is closing
                 if self._account is not None:
                     self._account.release(size)
@@ -358,6 +374,11 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             self._held[chunk_id] = size
             self._pending[chunk_id] = future
             future.add_done_callback(self._landed)
+
+    def _rank(self, chunk_id: int) -> int:
+        """Chunks the reader has to consume before it needs ``chunk_id`` (the GET pool's
+        order)."""
+        return chunk_id - self._current
 
     def _trim(self) -> None:
         """After the window shrank: take back the chunks past it whose GETs have not

@@ -30,6 +30,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,6 +72,7 @@ from tierlog.storage.objectstore.manifest import (
     metadata_from_json,
     metadata_to_json,
 )
+from tierlog.storage.objectstore.nearest_first import NearestFirstPool
 from tierlog.storage.objectstore.ratelimit import TokenBucket
 from tierlog.storage.objectstore.transform import (
     ENCRYPTION_OVERHEAD,
@@ -185,9 +187,13 @@ class ObjectStoreRemoteStorageManager(
         self._laws_lock = threading.Lock()
         self._window_listener: Callable[[TopicIdPartition], None] | None = None
         budget_chunks = cfg.fetch_chunk_cache_prefetch_total_max_size // cfg.chunk_size
-        self._ahead_pool = ThreadPoolExecutor(
+        self._ahead_pool = NearestFirstPool(
             min(cfg.fetch_chunk_cache_prefetch_max_concurrency, max(1, budget_chunks)),
             thread_name_prefix="tierlog-rsm-ahead",
+        )
+        # each partition's latest stream and its segment, for the ranks of warmed chunks
+        self._reading: OrderedDict[TopicIdPartition, tuple[str, weakref.ref[ChunkStream]]] = (
+            OrderedDict()
         )
         self._cache_writer: ThreadPoolExecutor | None = None
         self._first_touch: OrderedDict[str, Future[Any]] = OrderedDict()
@@ -412,7 +418,29 @@ class ObjectStoreRemoteStorageManager(
             grown=lambda: self._window_grown(tip),
             closed=lambda law: self._remember(tip, law),
         )
+        if self._read_ahead > 0:
+            with self._laws_lock:
+                self._reading[tip] = (seg.cache_id, weakref.ref(stream))
+                self._reading.move_to_end(tip)
+                while len(self._reading) > _LAWS_REMEMBERED:
+                    self._reading.popitem(last=False)
         return stream  # type: ignore[return-value]
+
+    def _warm_rank(self, tip: TopicIdPartition, cache_id: str, chunk_id: int) -> Callable[[], int]:
+        """How far a warmed chunk is from its partition's reader, for the GET pool: past
+        what is left of the segment the reader is in, or, once the reader has entered this
+        segment, past its chunk there. Read without the lock (the pool holds its own)."""
+
+        def rank() -> int:
+            entry = self._reading.get(tip)
+            stream = None if entry is None else entry[1]()
+            if entry is None or stream is None:
+                return chunk_id + 1
+            if entry[0] == cache_id:
+                return chunk_id - stream.reader_chunk
+            return stream.chunks_left + chunk_id + 1
+
+        return rank
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
         self._touch_first(metadata, None)
@@ -581,8 +609,14 @@ class ObjectStoreRemoteStorageManager(
             load: Future[bytes | memoryview | None] = Future()
             self._warmed.add(key, load, last - first)
             try:
-                self._ahead_pool.submit(
-                    self._warm_into, load, seg, chunk_id, metadata.topic_id_partition
+                tip = metadata.topic_id_partition
+                self._ahead_pool.submit_ranked(
+                    self._warm_rank(tip, seg.cache_id, chunk_id),
+                    self._warm_into,
+                    load,
+                    seg,
+                    chunk_id,
+                    tip,
                 )
             except RuntimeError:  # the pool is shut down: the plugin is closing
                 self._warmed.take(key)  # cancels it and gives its budget back
