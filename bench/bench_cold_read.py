@@ -832,6 +832,7 @@ def run_store(store_name: str, args: argparse.Namespace) -> StoreRun:
         "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
         "remote.log.storage.manager.class.name": "objectstore",
         **{f"rsm.config.{k}": v for k, v in rsm.items()},
+        **dict(o.split("=", 1) for o in args.override),
     }
     backend = ObjectBackend.from_config(ObjectStoreConfig.from_props(rsm))
     broker = Broker(root, overrides)
@@ -1396,6 +1397,14 @@ def main(argv: list[str] | None = None) -> int:
         "--second-pass of the first second pass too, beside it with the suffix .second; "
         "py-spy samples BENCH_SPY_RATE per second, with BENCH_NATIVE=1 native frames too, "
         "with BENCH_GIL=1 only the threads holding the GIL",
+    )
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config key for every broker of the run (repeatable), as tierlog "
+        "serve --override takes it",
     )
     parser.add_argument(
         "--split-cores",
