@@ -134,3 +134,27 @@ def test_a_chunk_0_get_that_fails_after_serving_its_first_bytes_is_repeated_seam
         stream.close()
     finally:
         plugin.close()
+
+
+def test_a_first_read_of_a_segment_with_its_manifest_resident_is_served_as_it_arrives(
+    tmp_path: Path, s3_bucket: dict[str, str], latency_proxy: Any, proxy_fault: Any
+) -> None:
+    props, md, data = _uploaded(tmp_path, s3_bucket, latency_proxy)
+    plugin = make_rsm(props)
+    try:
+        plugin.open_segment(md)  # the manifest resident, as after warming: no first touch
+        _chunk_0_held(latency_proxy, proxy_fault)
+        position = 2 * CHUNK + 10
+        stream = plugin.fetch_log_segment(md, position)
+        first = stream.read_view(1 << 62)  # type: ignore[attr-defined]
+        # chunk 2 is still held by the proxy past its first bytes: these came as it arrived
+        assert 0 < len(first) < RELAYED
+        assert bytes(first) == data[position : position + len(first)]
+        assert _log_gets(latency_proxy) == [f"bytes={2 * CHUNK}-{3 * CHUNK - 1}"]
+        latency_proxy.release_held()
+        assert bytes(first) + stream.read() == data[position:]
+        gets = _log_gets(latency_proxy)
+        assert len(gets) == len(set(gets)) == 3  # chunks 2, 3 and 4, each once
+        stream.close()
+    finally:
+        plugin.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 
 class Arriving:
@@ -33,6 +34,10 @@ class Arriving:
         self._filled = 0
         self._ended = False
         self._on_end: list[Callable[[], None]] = []
+        #: The whole load's result, when the GET was started for the one stream that reads
+        #: it: that stream takes the chunk, or the load's error, from here once the GET has
+        #: ended, instead of loading it again.
+        self.outcome: Future[bytes | memoryview] | None = None
 
     # -- the GET's side ------------------------------------------------------------------
 

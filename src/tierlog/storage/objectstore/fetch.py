@@ -25,9 +25,11 @@ still on its way: the first bytes of a read are what its caller waits for, and G
 beside that one share the store, the network and the CPU with it. A stream entering a
 segment that was warmed finds its first chunk cached, so nothing waits for that.
 
-A stream that starts in a chunk whose GET is already receiving (the plugin's early GET of
-chunk 0 on a segment's first touch, ``arriving.Arriving``) serves that chunk's bytes as they
-are received, so the first batch goes out before the rest of its chunk has arrived. Once
+A stream whose first chunk is neither cached nor loaded ahead takes it from a GET that
+announces its bytes as they are received (``arriving.Arriving``): the plugin's early GET of
+chunk 0 on a segment's first touch, or one the plugin starts for it then. The stream serves
+those bytes as they come, so the first batch goes out before the rest of its chunk has
+arrived. Once
 that GET ends, read-ahead starts as it would have, and the chunk itself is taken the
 ordinary way (cached, or its error reported) when the reader runs past what arrived.
 """
@@ -77,6 +79,7 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         chunks = chunk_index.chunks_for_range(start, end_inclusive)
         self._index = chunk_index
         self._next_chunk = chunks.start
+        self._first_chunk = chunks.start
         self._last_chunk = chunks.stop - 1
         self._skip = start - chunk_index.original_range(chunks.start)[0]
         self._remaining = end_inclusive - start + 1
@@ -239,8 +242,9 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
     def _from_arriving(self, *, block: bool) -> None:
         """``_buf`` from the arriving chunk: the bytes received past those already taken
         (waiting for some if ``block``). Once its GET has ended with nothing more received,
-        the chunk is taken the ordinary way (``_load``: from the early GET's result, or a
-        GET of its own if that one failed) and the rest served from it."""
+        the chunk is taken from the load that GET was for (``Arriving.outcome``), or else
+        the ordinary way (``_load``: from the early GET's result, or a GET of its own if
+        that one failed), and the rest served from it."""
         arriving = self._arriving
         assert arriving is not None
         started = self._clock()
@@ -257,7 +261,11 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
         if not block:
             return
         self._arriving = None
-        data = self._take(self._current, None)
+        outcome = arriving.outcome
+        if outcome is not None and not outcome.cancelled():
+            data = outcome.result()  # the load's error is the read's, as inline
+        else:
+            data = self._take(self._current, None)
         metrics.READ_WAIT_SECONDS.inc(self._clock() - started)
         self._serve(memoryview(data)[self._taken :])
 
@@ -308,7 +316,11 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
             if not first:
                 self._fill()
         started = self._clock()
-        arriving = self._early(chunk_id) if future is None and self._early is not None else None
+        arriving = (
+            self._early(chunk_id)
+            if future is None and self._early is not None and chunk_id == self._first_chunk
+            else None
+        )
         if arriving is not None:
             self._arriving = arriving
             self._arriving_since = started
