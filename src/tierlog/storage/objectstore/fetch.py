@@ -29,9 +29,9 @@ A stream whose first chunk is neither cached nor loaded ahead takes it from a GE
 announces its bytes as they are received (``arriving.Arriving``): the plugin's early GET of
 chunk 0 on a segment's first touch, or one the plugin starts for it then. The stream serves
 those bytes as they come, so the first batch goes out before the rest of its chunk has
-arrived. Once
-that GET ends, read-ahead starts as it would have, and the chunk itself is taken the
-ordinary way (cached, or its error reported) when the reader runs past what arrived.
+arrived. Once that GET ends, read-ahead starts as it would have, and when the reader runs
+past what arrived the chunk itself is taken from that GET's load (or the ordinary way),
+with its error reported if it failed.
 """
 
 from __future__ import annotations

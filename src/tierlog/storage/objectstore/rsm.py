@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from tierlog.storage.embedded import embedded_root
 from tierlog.storage.objectstore import metrics
@@ -136,6 +136,19 @@ class OpenSegment:
     @property
     def size(self) -> int:
         return self.manifest.chunk_index.original_file_size
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _keep(kept: OrderedDict[K, V], key: K, value: V) -> None:
+    """``kept[key] = value`` as its newest entry, the oldest dropped past
+    ``_LAWS_REMEMBERED`` (one entry per partition read lately)."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > _LAWS_REMEMBERED:
+        kept.popitem(last=False)
 
 
 class ObjectStoreRemoteStorageManager(
@@ -283,10 +296,7 @@ class ObjectStoreRemoteStorageManager(
 
     def _remember(self, tip: TopicIdPartition, law: WindowLaw) -> None:
         with self._laws_lock:
-            self._laws[tip] = law
-            self._laws.move_to_end(tip)
-            while len(self._laws) > _LAWS_REMEMBERED:
-                self._laws.popitem(last=False)
+            _keep(self._laws, tip, law)
 
     def _law_for(self, tip: TopicIdPartition) -> WindowLaw:
         with self._laws_lock:
@@ -420,10 +430,7 @@ class ObjectStoreRemoteStorageManager(
         )
         if self._read_ahead > 0:
             with self._laws_lock:
-                self._reading[tip] = (seg.cache_id, weakref.ref(stream))
-                self._reading.move_to_end(tip)
-                while len(self._reading) > _LAWS_REMEMBERED:
-                    self._reading.popitem(last=False)
+                _keep(self._reading, tip, (seg.cache_id, weakref.ref(stream)))
         return stream  # type: ignore[return-value]
 
     def _warm_rank(self, tip: TopicIdPartition, cache_id: str, chunk_id: int) -> Callable[[], int]:

@@ -36,6 +36,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadAhead, TopicIdPartition
 
@@ -65,6 +66,19 @@ _ReadEnd = tuple[
     int,
     Callable[[RemoteLogSegmentMetadata], RemoteLogSegmentMetadata | None],
 ]
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _keep(kept: OrderedDict[K, V], key: K, value: V) -> None:
+    """``kept[key] = value`` as its newest entry, the oldest dropped past
+    ``_WARMED_REMEMBERED``."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > _WARMED_REMEMBERED:
+        kept.popitem(last=False)
 
 
 class NextSegmentWarmer:
@@ -98,10 +112,7 @@ class NextSegmentWarmer:
         the window now covers, and the manifests and indexes of those within the lead."""
         end = (md, end_position, segment_after)
         with self._lock:
-            self._last[tip] = end
-            self._last.move_to_end(tip)
-            while len(self._last) > _WARMED_REMEMBERED:
-                self._last.popitem(last=False)
+            _keep(self._last, tip, end)
         self._continue(tip, end)
 
     def _window_grown(self, tip: TopicIdPartition) -> None:
@@ -163,9 +174,7 @@ class NextSegmentWarmer:
         nxt = segment_after(md)
         if nxt is not None:
             with self._lock:
-                self._after[key] = nxt
-                while len(self._after) > _WARMED_REMEMBERED:
-                    self._after.popitem(last=False)
+                _keep(self._after, key, nxt)
         return nxt
 
     def _ask(self, key: uuid.UUID, wanted: int) -> int | None:
@@ -175,10 +184,7 @@ class NextSegmentWarmer:
             asked = self._warmed.get(key)
             if asked is not None and wanted <= asked:
                 return None
-            self._warmed[key] = wanted
-            self._warmed.move_to_end(key)
-            while len(self._warmed) > _WARMED_REMEMBERED:
-                self._warmed.popitem(last=False)
+            _keep(self._warmed, key, wanted)
         return -1 if asked is None else asked
 
     def _warm(
