@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 
@@ -13,11 +14,13 @@ from kazoo.client import KazooClient
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.poll import wait_until
+from tierlog.client import WireConnection
 from tierlog.cluster import paths
 from tierlog.cluster.election import read_controller, read_controller_epoch
 from tierlog.cluster.registration import live_brokers
 from tierlog.cluster.znodes import PartitionState, TopicAssignment
 from tierlog.config import load_broker_config
+from tierlog.protocol.api_keys import ApiKey
 from tierlog.server.cluster_mode import ClusterMode
 
 SESSION_TIMEOUT_MS = 2000
@@ -115,3 +118,52 @@ def test_a_broker_restarted_right_after_kill_9_rejoins(
 def test_single_node_mode_has_no_cluster_hook() -> None:
     """Without zookeeper.connect the broker's hook is absent: no ZooKeeper is contacted."""
     assert asyncio.run(ClusterMode.start(load_broker_config({}), ("127.0.0.1", 9092))) is None
+
+
+def _topic_answer(bootstrap: str, topic: str) -> tuple[int, list[int]] | None:
+    """The topic's error code and partition indexes in ``bootstrap``'s Metadata answer;
+    None if the broker is not accepting connections."""
+    try:
+        with WireConnection.to_bootstrap(bootstrap, timeout_s=30) as conn:
+            r = conn.call(
+                ApiKey.METADATA, 12, topics=[{"name": topic}], allow_auto_topic_creation=False
+            )
+    except OSError:
+        return None
+    (t,) = r.topics
+    return int(t.error_code), sorted(int(p.partition_index) for p in t.partitions)
+
+
+def test_a_restarting_broker_answers_metadata_only_once_it_has_read_the_cluster(
+    broker_factory: Callable[..., BrokerProcess], zk_connect: str, kazoo_client: KazooClient
+) -> None:
+    """A client that reaches a broker while it restarts is answered only once the broker has
+    joined its cluster, so every Metadata answer lists the topic with its partitions. One
+    answered before the join named the topic unknown with no partitions, and an idempotent
+    librdkafka producer took that for a partition count of 0 and stopped producing."""
+    b1 = _cluster_broker(broker_factory, zk_connect, 1)
+    _cluster_broker(broker_factory, zk_connect, 2)
+    kazoo_client.create(paths.topic("t"), TopicAssignment({0: (1, 2), 1: (2, 1)}).encode())
+    wait_until(lambda: _topic_answer(b1.bootstrap, "t") == (0, [0, 1]), 20, what="t in Metadata")
+    assert b1.stop() == 0
+
+    answers: list[tuple[int, list[int]]] = []
+    done = threading.Event()
+
+    def ask_while_it_starts() -> None:
+        while not done.is_set():
+            answer = _topic_answer(b1.bootstrap, "t")
+            if answer is not None:
+                answers.append(answer)
+            else:
+                done.wait(0.005)  # not listening yet: connect again shortly
+
+    asker = threading.Thread(target=ask_while_it_starts, daemon=True)
+    asker.start()
+    try:
+        b1.start()
+        wait_until(lambda: len(answers) >= 20, 30, what="answers after the restart")
+    finally:
+        done.set()
+        asker.join(30)
+    assert answers and all(a == (0, [0, 1]) for a in answers), answers[:5]

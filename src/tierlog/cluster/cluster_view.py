@@ -336,15 +336,17 @@ class ClusterView:
         if topic is not None and topic.assignment.topic_id != assignment.topic_id:
             self._drop_topic(name)
             topic = None
+        fresh = topic is None
         if topic is None:
             self._generations += 1
             topic = _Topic(self._generations, assignment)
-            with self._lock:
-                self._topics[name] = topic
-            self._watch_config(name, topic.generation)
         new: list[int] = []
         changed: list[PartitionInfo] = []  # new partitions and changed assignments
         with self._lock:
+            # published with its partitions: Metadata must never see the topic with none
+            # while its config is read (librdkafka takes that for a partition count of 0)
+            if fresh:
+                self._topics[name] = topic
             topic.assignment = assignment
             for p, replicas in sorted(assignment.partitions.items()):
                 old = topic.partitions.get(p)
@@ -362,6 +364,8 @@ class ClusterView:
                     new.append(p)
                 if old != info:
                     changed.append(info)
+        if fresh:
+            self._watch_config(name, topic.generation)
         for info in changed:
             self._notify(PartitionChanged(info))
         for p in new:

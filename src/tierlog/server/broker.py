@@ -2,9 +2,10 @@
 
 Start order: log recovery, topics, tiered storage (its metadata topic must be readable
 before any tiered partition is served), group coordinator, codec warm-up, metrics endpoint,
-then the listener (so a client never reaches a half-initialised broker), then the transaction
-coordinator (its markers go to this listener; its APIs answer COORDINATOR_LOAD_IN_PROGRESS
-until it is loaded). Shutdown runs in
+then the listener is bound, the broker joins its cluster (if any), and only then does the
+listener serve (so a client never reaches a half-initialised broker, nor one that has not read
+the cluster's topics yet), then the transaction coordinator (its markers go to this listener;
+its APIs answer COORDINATOR_LOAD_IN_PROGRESS until it is loaded). Shutdown runs in
 reverse: stop accepting, let waiting fetches answer, finish in-flight requests (bounded wait),
 stop the coordinator and the remote log manager, then flush logs and write checkpoints and the
 clean-shutdown marker.
@@ -99,8 +100,9 @@ class Broker:
     async def _listen(
         self, cfg: BrokerConfig, router: Router, limits: ConnectionLimits
     ) -> tuple[str, int]:
-        """Open the listener; its connections share the reply writer, the connection limits
-        and the count of queued request bytes (``queued.max.request.bytes``)."""
+        """Bind the listener, not yet serving (``start``: once the broker has joined its
+        cluster); its connections share the reply writer, the connection limits and the
+        count of queued request bytes (``queued.max.request.bytes``)."""
         listener = cfg.listeners[0]
         host = listener.host or "0.0.0.0"
         writer = ReplyWriter(self.metrics.records_sendfile, self.metrics.records_copied)
@@ -119,6 +121,7 @@ class Broker:
             listener.port,
             reuse_address=True,
             backlog=int(cfg.get("socket.listen.backlog.size")),
+            start_serving=False,
         )
         sock = self._server.sockets[0]
         self.bound = (host, int(sock.getsockname()[1]))
@@ -202,6 +205,12 @@ class Broker:
         self._follow_dynamic_config(dynamic, state, limits, cleaner)
         register_all(router, state)
         await self._join_cluster(state)
+        # Kafka's enableRequestProcessing: the port is bound (it is what the broker
+        # registers), but a client connecting while the broker joins waits in the backlog
+        # instead of being answered from a view not yet read (a Metadata naming none of the
+        # topic's partitions, which librdkafka takes for a partition count of 0)
+        assert self._server is not None
+        await self._server.start_serving()
         await start_transactions(state)
         self._start_background_tasks(logs)
         log.info(
