@@ -12,6 +12,7 @@ import dataclasses
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.helpers.poll import wait_until
 from tierlog.log import LogConfig, PartitionLog, TopicPartition
@@ -51,9 +52,14 @@ def log_of_sealed_segments(
 
 
 def tier_everything(
-    lg: PartitionLog, rsm: RemoteStorageManager, tip: TopicIdPartition, logs_root: Path
+    lg: PartitionLog,
+    rsm: RemoteStorageManager,
+    tip: TopicIdPartition,
+    logs_root: Path,
+    **settings: Any,
 ) -> RemoteLogManager:
-    """Copy every sealed segment of ``lg`` with ``rsm`` and delete it locally."""
+    """Copy every sealed segment of ``lg`` with ``rsm`` and delete it locally; ``settings``:
+    more ``RemoteLogManagerConfig`` fields."""
     rlmm = TopicBasedRemoteLogMetadataManager(InMemoryMetadataTopicIO())
     rlmm.configure(
         {
@@ -62,7 +68,9 @@ def tier_everything(
         }
     )
     rlm = RemoteLogManager(
-        RemoteLogManagerConfig(task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000),
+        RemoteLogManagerConfig(
+            task_interval_ms=3_600_000, initial_task_delay_ms=3_600_000, **settings
+        ),
         rsm,
         rlmm,
         logs_root,

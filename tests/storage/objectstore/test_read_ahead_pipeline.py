@@ -641,3 +641,31 @@ def test_a_free_get_slot_goes_to_the_chunk_its_reader_needs_soonest(tmp_path: Pa
     finally:
         gated.open_all()
         plugin.close()
+
+
+def test_a_reader_at_its_chunks_end_is_called_back_when_the_next_chunk_lands(
+    rsm: ObjectStoreRemoteStorageManager, tmp_path: Path
+) -> None:
+    """``when_readable``: the event loop, finding the next chunk still on its way, asks to
+    be told when it lands instead of a reader thread waiting for it; it is told once that
+    GET ends, and ``read_view_now`` then answers. With no GET in flight (the stream's last
+    chunk taken) nothing is arranged."""
+    gated = gate(rsm)
+    md, data = upload(rsm, tmp_path, 3)
+    key = rsm.keys_for(md).log
+    gated.let_through(key, 0, 1)
+    stream = rsm.fetch_log_segment(md, 0)
+    assert isinstance(stream, SupportsReadView)
+    assert stream.read(CHUNK + 1) == data[: CHUNK + 1]  # the reader is in chunk 1
+    assert bytes(stream.read_view(CHUNK)) == data[CHUNK + 1 : 2 * CHUNK]
+    wait_until(lambda: 2 in gated.flying(key), what="chunk 2's read-ahead GET")
+    assert stream.read_view_now(CHUNK) is None
+    landed = threading.Event()
+    assert stream.when_readable(landed.set)
+    assert not landed.is_set()
+    gated.let_through(key, 2)
+    assert landed.wait(10), "never called back"
+    view = stream.read_view_now(CHUNK)
+    assert view is not None and bytes(view) == data[2 * CHUNK :]
+    assert not stream.when_readable(landed.set)  # nothing more is loading
+    stream.close()

@@ -302,3 +302,101 @@ def test_sequential_fetches_across_chunk_boundaries_are_answered_on_the_loop(
     assert crossing >= 2  # the read passed two chunk boundaries
     ready = stack.rlm.metrics.value("tierlog_remote_fetch_ready_total", **labels)
     assert ready == fetches - 1
+
+
+class HoldingBackend(RecordingBackend):
+    """``RecordingBackend`` with the GETs of chosen chunks held until released."""
+
+    def __init__(self, inner: ObjectBackend) -> None:
+        super().__init__(inner)
+        self._cond = threading.Condition()
+        self.held: set[tuple[str, int]] = set()
+        self.waiting: set[tuple[str, int]] = set()
+
+    def get_range_view(self, key: str, start: int, end: int, *rest: Any, **kw: Any) -> memoryview:
+        chunk = (key, start // CHUNK)
+        with self._cond:
+            self.waiting.add(chunk)
+            self._cond.notify_all()
+            assert self._cond.wait_for(lambda: chunk not in self.held, 20.0), f"{chunk} held"
+            self.waiting.discard(chunk)
+        return super().get_range_view(key, start, end, *rest, **kw)
+
+    def release(self, chunk: tuple[str, int]) -> None:
+        with self._cond:
+            self.held.discard(chunk)
+            self._cond.notify_all()
+
+
+def test_a_fetch_whose_next_chunk_is_on_its_way_is_answered_on_the_loop_when_it_lands(
+    tmp_path: Path,
+) -> None:
+    """A sequential reader's Fetch at the end of its chunk, the next chunk's read-ahead GET
+    in flight: the event loop waits for that GET to end and answers from it
+    (``SupportsReadView.when_readable``), instead of a reader thread blocking on it."""
+    lg = log_of_sealed_segments(
+        tmp_path / "logs", TIP, [7 * CHUNK // 2] * 2, value_bytes=6 * KiB, seed=406
+    )
+    rsm = ObjectStoreRemoteStorageManager()
+    rsm.configure(
+        {
+            "storage.url": (tmp_path / "bucket").as_uri(),
+            "chunk.size": str(CHUNK),
+            "fetch.chunk.cache.class": "memory",
+            "fetch.chunk.cache.prefetch.max.size": str(2 * CHUNK),
+        }
+    )
+    rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs", remote_fetch_max_wait_ms=30_000)
+    backend = HoldingBackend(rsm.backend)
+    rsm.backend = backend
+    rsm.manifest_cache.clear()
+    rsm.index_cache.clear()
+    rsm.chunk_cache.clear()
+    try:
+        md = min(
+            (
+                s
+                for s in rlm.rlmm.list_remote_log_segments(TIP)
+                if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            key=lambda s: s.start_offset,
+        )
+        second_chunk = (str(rsm.keys_for(md).log), 1)
+        backend.held.add(second_chunk)
+        labels = {"topic": TIP.topic, "partition": str(TIP.partition)}
+
+        def ready() -> float:
+            return rlm.metrics.value("tierlog_remote_fetch_ready_total", **labels)
+
+        async def fetch(offset: int) -> RemoteFetchResult:
+            (res,) = await rlm.read_remote([RemoteFetchRequest(lg, offset, 1)], 1 << 20)
+            return res
+
+        async def scenario() -> None:
+            offset, position = md.start_offset, 0
+            while True:  # one batch per Fetch, up to the last whole batch in chunk 0
+                res = await fetch(offset)
+                position += len(res.records)
+                offset = offsets_of(res.records)[-1] + 1
+                if position + len(res.records) > CHUNK:
+                    break
+            deadline = asyncio.get_running_loop().time() + 20
+            while second_chunk not in backend.waiting:  # its read-ahead GET, held
+                assert asyncio.get_running_loop().time() < deadline, "chunk 1 never asked for"
+                await asyncio.sleep(0.005)
+            on_loop = ready()
+            answer = asyncio.ensure_future(fetch(offset))
+            await asyncio.sleep(0)  # the Fetch starts and waits for chunk 1's GET
+            assert not answer.done()
+            backend.release(second_chunk)
+            res = await asyncio.wait_for(answer, 20)
+            assert res.error is ErrorCode.NONE, res.error_message
+            assert offsets_of(res.records)[0] == offset
+            assert ready() == on_loop + 1  # answered on the loop, not by a reader thread
+
+        asyncio.run(scenario())
+    finally:
+        backend.held.clear()
+        backend.release(second_chunk)
+        rlm.close()
+        lg.close()

@@ -178,6 +178,21 @@ class ChunkStream(io.RawIOBase, SupportsReadView):
                 return None
         return self.read_view(n)
 
+    def when_readable(self, callback: Callable[[], None]) -> bool:
+        """``callback`` once the next chunk's read-ahead GET ends, if the reader is at the
+        end of its chunk and that GET is in flight; else False (nothing is loading it, it
+        already ended, or the chunk the reader is in is still arriving)."""
+        if self._remaining == 0 or self._buf or self._arriving is not None:
+            return False
+        if self._next_chunk > self._last_chunk:
+            return False
+        with self._lock:
+            future = self._pending.get(self._next_chunk)
+        if future is None or future.done():
+            return False
+        future.add_done_callback(lambda _future: callback())
+        return True
+
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             return self.readall()

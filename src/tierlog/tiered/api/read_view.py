@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 
 
 class SupportsReadView(abc.ABC):
@@ -28,3 +29,11 @@ class SupportsReadView(abc.ABC):
         consumed. The broker calls it on its event loop, so it must not block; this default
         never knows, so a Fetch that needs the next buffer goes to a reader thread."""
         return None
+
+    def when_readable(self, callback: Callable[[], None]) -> bool:
+        """Arrange for ``callback`` to be called once, on any thread, when the load that
+        ``read_view_now`` is waiting for ends (landed or failed); True if arranged. False,
+        with nothing arranged, when no such load is in flight (nothing is loading, or the
+        stream cannot tell): the caller then reads on a thread that may wait. The broker
+        calls it on its event loop, so it must not block; this default never arranges."""
+        return False

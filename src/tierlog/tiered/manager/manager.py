@@ -24,6 +24,7 @@ The manager owns the two plugins it is given and closes them in ``close()``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -490,6 +491,7 @@ class RemoteLogManager:
             return [RemoteFetchResult(r, throttled=True) for r in requests]
         remaining = fetch_max_bytes
         waiting: dict[asyncio.Future[RemoteFetchResult], int] = {}
+        loop = asyncio.get_running_loop()
         for i, req in enumerate(requests):
             budget = min(req.max_bytes, remaining)
             first = not waiting and all(r is None for r in results[:i])
@@ -499,23 +501,20 @@ class RemoteLogManager:
                 continue
             remaining -= max(budget, 0)
             spec = self._spec(req, max(budget, 0), min_one)
-            ready = None if spec is None else self._read_ready(req, spec)
-            if ready is not None:
-                results[i] = ready
+            on_loop = None if spec is None else self._read_on_loop(req, spec, loop)
+            if isinstance(on_loop, RemoteFetchResult):
+                results[i] = on_loop
                 continue
-            taken = None if spec is None else self._abandoned.adopt(spec.tip, *_read_key(spec))
-            fut = None
-            if taken is not None:
-                adopted[i], fut = taken
-                self.metrics.fetch_taken_over.labels(*_labels(req)).inc()
-            else:
-                try:
-                    fut = self._readers.submit(self._read_one, req, spec)
-                except (RejectedExecution, RuntimeError) as e:
-                    results[i] = RemoteFetchResult(
-                        req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)
-                    )
-                    continue
+            if on_loop is not None:
+                waiting[on_loop] = i
+                continue
+            started = self._read_off_loop(req, spec)
+            if isinstance(started, RemoteFetchResult):
+                results[i] = started
+                continue
+            fut, asked = started
+            if asked is not None:
+                adopted[i] = asked
             reads[i] = (fut, spec)
             waiting[asyncio.wrap_future(fut)] = i
         if waiting:
@@ -524,10 +523,11 @@ class RemoteLogManager:
             for f, i in waiting.items():
                 if f in pending:
                     self.metrics.fetch_expires.labels(*_labels(requests[i])).inc()
-                    fut, spec = reads[i]
-                    if not fut.cancel() and spec is not None:  # running: it cannot be stopped
-                        self._abandoned.keep(spec.tip, *_read_key(spec), spec, fut)
-                    f.cancel()
+                    if i in reads:
+                        fut, spec = reads[i]
+                        if not fut.cancel() and spec is not None:  # running: it cannot stop
+                            self._abandoned.keep(spec.tip, *_read_key(spec), spec, fut)
+                    f.cancel()  # a read waiting on the loop for its chunk has taken nothing
                     results[i] = RemoteFetchResult(requests[i])
                 elif i in adopted:
                     results[i] = self._answer_adopted(
@@ -538,6 +538,34 @@ class RemoteLogManager:
         return [
             r if r is not None else RemoteFetchResult(requests[i]) for i, r in enumerate(results)
         ]
+
+    def _read_on_loop(
+        self, req: RemoteFetchRequest, spec: RemoteReadSpec, loop: asyncio.AbstractEventLoop
+    ) -> RemoteFetchResult | asyncio.Future[RemoteFetchResult] | None:
+        """The read answered on the loop: now (``_read_ready``), or once the chunk its
+        cursor needs has landed (``_ready_later``, a task of the loop); None if it has to go
+        to the reader pool."""
+        landed: asyncio.Future[None] = loop.create_future()
+        ready, arranged = self._read_ready(req, spec, functools.partial(_set_soon, loop, landed))
+        if ready is not None:
+            return ready
+        return asyncio.ensure_future(self._ready_later(req, spec, landed)) if arranged else None
+
+    def _read_off_loop(
+        self, req: RemoteFetchRequest, spec: RemoteReadSpec | None
+    ) -> tuple[Future[RemoteFetchResult], RemoteReadSpec | None] | RemoteFetchResult:
+        """A read the loop cannot answer, on the reader pool: the one an earlier Fetch gave
+        up on at this offset (with what that one was asked), or a new one; the error if the
+        pool refuses it."""
+        taken = None if spec is None else self._abandoned.adopt(spec.tip, *_read_key(spec))
+        if taken is not None:
+            self.metrics.fetch_taken_over.labels(*_labels(req)).inc()
+            asked, fut = taken
+            return fut, asked
+        try:
+            return self._readers.submit(self._read_one, req, spec), None
+        except (RejectedExecution, RuntimeError) as e:
+            return RemoteFetchResult(req, ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e))
 
     async def _wait_for_reads(
         self, reads: set[asyncio.Future[RemoteFetchResult]], have_records: bool
@@ -591,7 +619,7 @@ class RemoteLogManager:
         if len(records) <= spec.max_bytes or (spec.min_one_message and one_batch):
             return replace(result, request=req)
         self._unclaimed(asked, result)
-        ready = self._read_ready(req, spec)
+        ready, _ = self._read_ready(req, spec)
         return ready if ready is not None else RemoteFetchResult(req)
 
     def _unclaimed(self, spec: RemoteReadSpec, result: RemoteFetchResult) -> None:
@@ -616,17 +644,33 @@ class RemoteLogManager:
         )
 
     def _read_ready(
-        self, req: RemoteFetchRequest, spec: RemoteReadSpec
-    ) -> RemoteFetchResult | None:
+        self,
+        req: RemoteFetchRequest,
+        spec: RemoteReadSpec,
+        on_readable: Callable[[], None] | None = None,
+    ) -> tuple[RemoteFetchResult | None, bool]:
         """The read answered on the event loop when a parked cursor already holds it
-        (``RemoteReader.read_ready``); None: it goes to the reader pool."""
-        data = self.reader.read_ready(spec)
+        (``RemoteReader.read_ready``); None: it goes to the reader pool, unless the chunk
+        the cursor needs is on its way and ``on_readable`` was arranged (True)."""
+        data, arranged = self.reader.read_ready(spec, on_readable)
         if data is None:
-            return None
+            return None, arranged
         labels = _labels(req)
         self.metrics.fetch_requests.labels(*labels).inc()
         self.metrics.fetch_ready.labels(*labels).inc()
-        return self._served(req, data)
+        return self._served(req, data), False
+
+    async def _ready_later(
+        self, req: RemoteFetchRequest, spec: RemoteReadSpec, landed: asyncio.Future[None]
+    ) -> RemoteFetchResult:
+        """A read whose parked cursor waits for a chunk already on its way: answered on the
+        loop once that chunk's GET ends, with no reader thread blocked on it meanwhile (one
+        consumer's partitions are read in step, so most of its Fetches find some partition
+        a chunk short). Empty if the cursor still cannot answer then (its GET failed, or
+        another read took the cursor): the next Fetch reads it the ordinary way."""
+        await landed
+        ready, _ = self._read_ready(req, spec)
+        return ready if ready is not None else RemoteFetchResult(req)
 
     def _read_one(self, req: RemoteFetchRequest, spec: RemoteReadSpec | None) -> RemoteFetchResult:
         """The read on the reader pool, with the spec the event loop built (None: the log
@@ -762,3 +806,17 @@ def _has_records(read: asyncio.Future[RemoteFetchResult]) -> bool:
     if read.cancelled() or read.exception() is not None:
         return False
     return bool(read.result().records)
+
+
+def _set_soon(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """Complete ``future`` on its loop, from any thread (a chunk GET's end); nothing if the
+    Fetch waiting for it has stopped, or the loop is closing."""
+
+    def _set() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    try:
+        loop.call_soon_threadsafe(_set)
+    except RuntimeError:  # the loop is closed: nobody waits any more
+        pass

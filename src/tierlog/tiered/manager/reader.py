@@ -185,11 +185,15 @@ class RemoteReader:
             aborted = self._aborted_txns(spec, md, served.last + 1)
         return RemoteReadData(served.records, aborted, md, fetched)
 
-    def read_ready(self, spec: RemoteReadSpec) -> RemoteReadData | None:
+    def read_ready(
+        self, spec: RemoteReadSpec, on_readable: Callable[[], None] | None = None
+    ) -> tuple[RemoteReadData | None, bool]:
         """The read, if a cursor parked at the offset already holds its first batch whole in
         memory, or its stream has the next chunk in memory (``read_view_now``); else None,
-        and ``read`` must do it (on the reader pool). Never blocks: no plugin call that can
-        wait, so the event loop can call it and answer a sequential
+        and ``read`` must do it (on the reader pool), unless the chunk the cursor needs is
+        on its way: then, with ``on_readable``, that is called when its GET ends (the
+        second value is True) and calling this again then answers. Never blocks: no plugin
+        call that can wait, so the event loop can call it and answer a sequential
         consumer without two thread hand-offs per Fetch (which, more than CPU, pace a
         consumer that keeps one Fetch in flight). Whatever is unusual (a batch across the
         chunk boundary, the segment's last batch, damage, aborted transactions to look up in
@@ -205,26 +209,27 @@ class RemoteReader:
                 not md.txn_idx_empty
                 or self._next_with_txn_index(spec, md.end_offset + 1) is not None
             ):
-                return None
+                return None, False
         except Exception:  # no segment, metadata still loading...: ``read`` reports it
-            return None
+            return None, False
         cursor = self.parked.take(spec.tip, md, offset)
         if cursor is None:
-            return None
+            return None, False
         if not self._first_batch_now(cursor):  # it needs a chunk not in memory yet
+            arranged = on_readable is not None and cursor.when_readable(on_readable)
             self.parked.park(cursor, spec.tip, offset)
-            return None
+            return None, arranged
         served, last = self._ready_bytes(spec, md, cursor)
         if served == 0 or last >= md.end_offset:
             self.parked.park(cursor, spec.tip, offset)
-            return None
+            return None, False
         records = cursor.read(served)  # within the carry: a view, nothing read
         self.parked.park(cursor, spec.tip, last + 1)
         self._warm_next(spec, md, cursor.position)
         # read_committed got here only with no remote transaction index from ``md`` on, so
         # what ``_aborted_txns`` would find is the local log's alone
         aborted = self._local_aborted(spec, last + 1) if spec.read_committed else None
-        return RemoteReadData(records, aborted, md, served)
+        return RemoteReadData(records, aborted, md, served), False
 
     def unread(self, spec: RemoteReadSpec, records: bytes | memoryview) -> None:
         """Give back what a read at ``spec`` returned that its Fetch never sent (it stopped

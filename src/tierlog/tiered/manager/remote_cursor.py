@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import BinaryIO
 
 from tierlog.tiered.api import RemoteLogSegmentMetadata, SupportsReadView, TopicIdPartition
@@ -119,6 +120,12 @@ class SegmentCursor:
             self.carry = memoryview(b"".join(parts))
             self._joined = True
         return have >= n
+
+    def when_readable(self, callback: Callable[[], None]) -> bool:
+        """``callback`` once the load a failed ``fill_now`` waited for ends, if the stream
+        can arrange it (``SupportsReadView.when_readable``)."""
+        stream = self.stream
+        return isinstance(stream, SupportsReadView) and stream.when_readable(callback)
 
     def _join(self, n: int) -> None:
         """Make the carry ``n`` bytes long (fewer only where the stream ends) in a buffer of
