@@ -99,12 +99,19 @@ def offsets_of(records: bytes | memoryview) -> list[int]:
     return [r.offset for h in scan_batches(view) for r in iter_records(view, h)]
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
-    """Four sealed segments of about 3.5 chunks (records of incompressible 6 KiB values),
-    all copied to the object store and gone locally."""
+def tiered(
+    tmp_path: Path,
+    segments: int,
+    window: int,
+    seed: int,
+    backend: type[RecordingBackend] = RecordingBackend,
+    **settings: Any,
+) -> Stack:
+    """``segments`` sealed segments of about 3.5 chunks (records of incompressible 6 KiB
+    values), all copied to the object store (read-ahead cap ``window``) and gone locally,
+    read through ``backend``; ``settings``: more ``RemoteLogManagerConfig`` fields."""
     lg = log_of_sealed_segments(
-        tmp_path / "logs", TIP, [7 * CHUNK // 2] * 4, value_bytes=6 * KiB, seed=405
+        tmp_path / "logs", TIP, [7 * CHUNK // 2] * segments, value_bytes=6 * KiB, seed=seed
     )
     rsm = ObjectStoreRemoteStorageManager()
     rsm.configure(
@@ -112,21 +119,27 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
             "storage.url": (tmp_path / "bucket").as_uri(),
             "chunk.size": str(CHUNK),
             "fetch.chunk.cache.class": "memory",
-            "fetch.chunk.cache.prefetch.max.size": str(WINDOW),
+            "fetch.chunk.cache.prefetch.max.size": str(window),
         }
     )
-    rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs")
-    backend = RecordingBackend(rsm.backend)
-    rsm.backend = backend
+    rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs", **settings)
+    recording = backend(rsm.backend)
+    rsm.backend = recording
     # start from empty caches: the copy above left nothing in the chunk cache, but the
     # manifests it wrote are not to be taken for warmed ones
     rsm.manifest_cache.clear()
     rsm.index_cache.clear()
-    st = Stack(lg, rsm, rlm, backend)
-    assert len(st.segments()) == 4
+    st = Stack(lg, rsm, rlm, recording)
+    assert len(st.segments()) == segments
+    return st
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    st = tiered(tmp_path, 4, WINDOW, 405)
     yield st
-    rlm.close()
-    lg.close()
+    st.rlm.close()
+    st.log.close()
 
 
 def test_read_ahead_continues_into_the_next_segment_as_the_reader_nears_the_end(
@@ -334,33 +347,11 @@ def test_a_fetch_whose_next_chunk_is_on_its_way_is_answered_on_the_loop_when_it_
     """A sequential reader's Fetch at the end of its chunk, the next chunk's read-ahead GET
     in flight: the event loop waits for that GET to end and answers from it
     (``SupportsReadView.when_readable``), instead of a reader thread blocking on it."""
-    lg = log_of_sealed_segments(
-        tmp_path / "logs", TIP, [7 * CHUNK // 2] * 2, value_bytes=6 * KiB, seed=406
-    )
-    rsm = ObjectStoreRemoteStorageManager()
-    rsm.configure(
-        {
-            "storage.url": (tmp_path / "bucket").as_uri(),
-            "chunk.size": str(CHUNK),
-            "fetch.chunk.cache.class": "memory",
-            "fetch.chunk.cache.prefetch.max.size": str(2 * CHUNK),
-        }
-    )
-    rlm = tier_everything(lg, rsm, TIP, tmp_path / "logs", remote_fetch_max_wait_ms=30_000)
-    backend = HoldingBackend(rsm.backend)
-    rsm.backend = backend
-    rsm.manifest_cache.clear()
-    rsm.index_cache.clear()
-    rsm.chunk_cache.clear()
+    st = tiered(tmp_path, 2, 2 * CHUNK, 406, HoldingBackend, remote_fetch_max_wait_ms=30_000)
+    lg, rsm, rlm, backend = st.log, st.rsm, st.rlm, st.backend
+    assert isinstance(backend, HoldingBackend)
     try:
-        md = min(
-            (
-                s
-                for s in rlm.rlmm.list_remote_log_segments(TIP)
-                if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-            ),
-            key=lambda s: s.start_offset,
-        )
+        md = st.segments()[0]
         second_chunk = (str(rsm.keys_for(md).log), 1)
         backend.held.add(second_chunk)
         labels = {"topic": TIP.topic, "partition": str(TIP.partition)}
