@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from kazoo.client import KazooClient
 
@@ -151,12 +152,12 @@ def test_a_restarting_broker_answers_metadata_only_once_it_has_read_the_cluster(
     done = threading.Event()
 
     def ask_while_it_starts() -> None:
-        while not done.is_set():
-            answer = _topic_answer(b1.bootstrap, "t")
-            if answer is not None:
-                answers.append(answer)
-            else:
-                done.wait(0.005)  # not listening yet: connect again shortly
+        while not done.is_set():  # each answer as soon as the broker accepts a connection
+            answers.append(
+                wait_until(
+                    partial(_topic_answer, b1.bootstrap, "t"), 30, 0.005, what="b1 listening"
+                )
+            )
 
     asker = threading.Thread(target=ask_while_it_starts, daemon=True)
     asker.start()

@@ -371,15 +371,17 @@ def test_a_fetch_whose_next_chunk_is_on_its_way_is_answered_on_the_loop_when_it_
                 offset = offsets_of(res.records)[-1] + 1
                 if position + len(res.records) > CHUNK:
                     break
-            deadline = asyncio.get_running_loop().time() + 20
-            while second_chunk not in backend.waiting:  # its read-ahead GET, held
-                assert asyncio.get_running_loop().time() < deadline, "chunk 1 never asked for"
-                await asyncio.sleep(0.005)
+            await asyncio.to_thread(
+                wait_until,
+                lambda: second_chunk in backend.waiting,
+                20,
+                what="chunk 1's read-ahead GET, held",
+            )
             on_loop = ready()
             answer = asyncio.ensure_future(fetch(offset))
-            await asyncio.sleep(0)  # the Fetch starts and waits for chunk 1's GET
-            assert not answer.done()
-            backend.release(second_chunk)
+            # the Fetch's first step (it finds chunk 1 on its way and waits for that GET)
+            # is queued before the release: the GET ends only once the Fetch waits for it
+            asyncio.get_running_loop().call_soon(backend.release, second_chunk)
             res = await asyncio.wait_for(answer, 20)
             assert res.error is ErrorCode.NONE, res.error_message
             assert offsets_of(res.records)[0] == offset
